@@ -1,0 +1,3 @@
+from qtui.cli import main
+
+raise SystemExit(main())

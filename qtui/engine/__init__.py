@@ -1,0 +1,1 @@
+"""Engines: the `BatchEngine` protocol, the numpy reference engine, and the CUDA engine."""

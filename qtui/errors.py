@@ -1,0 +1,90 @@
+"""The error tree. Every error a client or a file can cause is one of these, with a stable `code`.
+
+    QtuiError                      code
+    ├── ModelFileError             bad_model         corrupt / truncated / unsupported GGUF (names key or tensor)
+    ├── EngineError                engine_error
+    │   ├── EngineUnavailable      engine_unavailable  (e.g. --engine cuda on a machine without a driver)
+    │   └── CudaError              cuda_error        a driver call failed (names the call and CUresult)
+    └── RequestError               (a client's request; the server maps it to an `error` frame, HTTP-400/429-like)
+        ├── BadRequest             bad_request       invalid JSON, wrong field types, out-of-range values
+        ├── UnknownOp              unknown_op
+        ├── PromptTooLong          prompt_too_long
+        ├── MessageTooLarge        message_too_large
+        ├── Overloaded             overloaded        wait queue full
+        ├── Unauthorized           unauthorized
+        ├── Cancelled              cancelled
+        └── ShuttingDown           shutting_down     server draining
+
+Our own invariants use `assert`; these are for what the outside world can cause.
+"""
+
+from __future__ import annotations
+
+
+class QtuiError(Exception):
+    code = "internal"
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message or self.code)
+        self.message = message or self.code
+
+
+class ModelFileError(QtuiError):
+    """A GGUF file that cannot be served. The message names the key or tensor at fault."""
+
+    code = "bad_model"
+
+
+class EngineError(QtuiError):
+    code = "engine_error"
+
+
+class EngineUnavailable(EngineError):
+    code = "engine_unavailable"
+
+
+class CudaError(EngineError):
+    """A CUDA driver call returned an error: carries the call's name and the CUresult's name."""
+
+    code = "cuda_error"
+
+    def __init__(self, call: str, error_name: str, detail: str = "") -> None:
+        self.call = call
+        self.error_name = error_name
+        super().__init__(f"{call} failed: {error_name}" + (f" ({detail})" if detail else ""))
+
+
+class RequestError(QtuiError):
+    code = "bad_request"
+
+
+class BadRequest(RequestError):
+    code = "bad_request"
+
+
+class UnknownOp(RequestError):
+    code = "unknown_op"
+
+
+class PromptTooLong(RequestError):
+    code = "prompt_too_long"
+
+
+class MessageTooLarge(RequestError):
+    code = "message_too_large"
+
+
+class Overloaded(RequestError):
+    code = "overloaded"
+
+
+class Unauthorized(RequestError):
+    code = "unauthorized"
+
+
+class Cancelled(RequestError):
+    code = "cancelled"
+
+
+class ShuttingDown(RequestError):
+    code = "shutting_down"

@@ -1,0 +1,62 @@
+"""Shared fixtures. Synthetic models are written once per test session (same seed, same bytes)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+# Textual snapshots change with these set (reference/python_stack.md §5): keep the suite independent of them.
+os.environ.pop("NO_COLOR", None)
+os.environ.pop("TEXTUAL_THEME", None)
+
+
+def cuda_driver_available() -> bool:
+    """True where an NVIDIA driver answers cuInit. On CPU machines cuInit raises (no libcuda)."""
+    try:
+        from cuda.bindings import driver as cu
+
+        (err,) = cu.cuInit(0)
+        return err == cu.CUresult.CUDA_SUCCESS
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if any("gpu" in item.keywords for item in items) and not cuda_driver_available():
+        skip = pytest.mark.skip(reason="no NVIDIA driver here (cuInit failed): GPU tests run on the GPU machine")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
+
+
+_MODEL_CACHE: dict[tuple[str, str, int], Path] = {}
+
+
+@pytest.fixture(scope="session")
+def make_model(tmp_path_factory: pytest.TempPathFactory):
+    """make_model(preset, quant="f32", seed=0) -> Path of a synthetic GGUF, written once per session."""
+    from qtui.model.synthetic import write_model
+
+    def _make(preset: str, quant: str = "f32", seed: int = 0, **kwargs) -> Path:
+        key = (preset, quant, seed) + tuple(sorted(kwargs.items()))
+        if key not in _MODEL_CACHE:
+            out = tmp_path_factory.mktemp("models") / f"{preset}-{quant}-s{seed}.gguf"
+            write_model(out, preset=preset, quant=quant, seed=seed, progress=False, **kwargs)
+            _MODEL_CACHE[key] = out
+        return _MODEL_CACHE[key]
+
+    return _make
+
+
+@pytest.fixture(scope="session")
+def tiny_gguf(make_model) -> Path:
+    """The tiny preset with H_v == H_k, float32 weights."""
+    return make_model("tiny", "f32")
+
+
+@pytest.fixture(scope="session")
+def tiny_tiled_gguf(make_model) -> Path:
+    """The tiny preset with H_v == 2*H_k (tiled value heads), float32 weights."""
+    return make_model("tiny-tiled", "f32")
