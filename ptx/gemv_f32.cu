@@ -1,0 +1,4 @@
+// GEMV kernels for f32 weights (see gemv.cuh).
+#include "gemv.cuh"
+
+GEMV_ALL(FmtF32, f32)

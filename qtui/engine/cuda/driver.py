@@ -1,0 +1,193 @@
+"""Thin checked layer over `cuda.bindings.driver` (reference/python_stack.md §1–2). No cuda.core.
+
+Every driver call returns a tuple `(CUresult, *outs)`; `check` turns a failure into `CudaError(call, name)`.
+Python objects own no CUDA resources (nothing is freed by GC): the engine frees what it allocates in `close()`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from qtui.errors import CudaError
+
+PTX_DIR = Path(__file__).resolve().parents[3] / "ptx"
+_state = threading.local()
+_lock = threading.Lock()
+_primary: dict[str, Any] = {}
+
+
+def _cu() -> Any:
+    from cuda.bindings import driver
+
+    return driver
+
+
+def check(result: tuple, call_name: str) -> Any:
+    """Raise CudaError naming the call and the CUresult on failure; else return the outputs (None, one, or tuple)."""
+    cu = _cu()
+    err = result[0]
+    if err != cu.CUresult.CUDA_SUCCESS:
+        # the enum's own name: no driver call, so this works even when the driver itself is the problem
+        raise CudaError(call_name, getattr(err, "name", str(err)))
+    if len(result) == 1:
+        return None
+    return result[1] if len(result) == 2 else result[1:]
+
+
+def cuda_available() -> bool:
+    """True where a driver answers cuInit and has a device. Never raises (cuInit raises without libcuda)."""
+    try:
+        cu = _cu()
+        (err,) = cu.cuInit(0)
+        if err != cu.CUresult.CUDA_SUCCESS:
+            return False
+        err, n = cu.cuDeviceGetCount()
+        return err == cu.CUresult.CUDA_SUCCESS and n > 0
+    except Exception:
+        return False
+
+
+def primary_context(device: int = 0) -> Any:
+    """Retain device `device`'s primary context once per process and make it current in this thread.
+
+    Call it at the top of every public engine method: the scheduler runs the engine in its own thread, and a
+    context is current per host thread.
+    """
+    cu = _cu()
+    with _lock:
+        if "ctx" not in _primary:
+            check(cu.cuInit(0), "cuInit")
+            dev = check(cu.cuDeviceGet(device), "cuDeviceGet")
+            _primary["dev"] = dev
+            _primary["ctx"] = check(cu.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+    ctx = _primary["ctx"]
+    if getattr(_state, "ctx", None) is not ctx:
+        check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+        _state.ctx = ctx
+    return ctx
+
+
+def device_name() -> str:
+    primary_context()
+    raw = check(_cu().cuDeviceGetName(128, _primary["dev"]), "cuDeviceGetName")
+    return raw.split(b"\0")[0].decode()
+
+
+def device_attribute(name: str) -> int:
+    cu = _cu()
+    attr = getattr(cu.CUdevice_attribute, name)
+    return int(check(cu.cuDeviceGetAttribute(attr, _primary["dev"]), "cuDeviceGetAttribute"))
+
+
+def load_module(stem: str) -> Any:
+    """Load ptx/<stem>.ptx (JIT for this GPU). On failure the CudaError carries the JIT error log."""
+    cu = _cu()
+    image = (PTX_DIR / f"{stem}.ptx").read_bytes() + b"\0"
+    log = bytearray(8192)
+    opts = [cu.CUjit_option.CU_JIT_ERROR_LOG_BUFFER, cu.CUjit_option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES]
+    err, module = cu.cuModuleLoadDataEx(image, 2, opts, [log, len(log)])
+    if err != cu.CUresult.CUDA_SUCCESS:
+        detail = bytes(log).split(b"\0")[0].decode(errors="replace")
+        raise CudaError(f"cuModuleLoadDataEx({stem}.ptx)", getattr(err, "name", str(err)), detail)
+    return module
+
+
+class Kernel:
+    """One launch site: a kernel function, grid/block and a prepacked argument array (python_stack.md §1.7
+    Form B). Arguments are fixed at construction (pointers to fixed buffers), so the same object serves eager
+    launches and graph capture. `types` are numpy dtypes: np.uint64 for pointers, np.int32, np.int64, np.float32.
+    """
+
+    __slots__ = ("fn", "grid", "block", "shmem", "cells", "params", "name")
+
+    def __init__(self, fn: Any, name: str, grid: tuple[int, int, int], block: int, args: list[tuple[Any, Any]],
+                 shmem: int = 0) -> None:
+        assert all(g > 0 for g in grid) and 0 < block <= 1024, (name, grid, block)
+        self.fn, self.name, self.grid, self.block, self.shmem = fn, name, grid, block, shmem
+        self.cells = [np.array([int(v) if t == np.uint64 else v], dtype=t) for v, t in args]
+        self.params = np.array([c.ctypes.data for c in self.cells], dtype=np.uint64)
+
+    def launch(self, stream: Any) -> None:
+        g = self.grid
+        check(_cu().cuLaunchKernel(self.fn, g[0], g[1], g[2], self.block, 1, 1, self.shmem, stream,
+                                   self.params.ctypes.data, 0), f"cuLaunchKernel({self.name})")
+
+
+class DeviceBuffer:
+    """A device allocation of `nbytes` (int(ptr) is the address)."""
+
+    def __init__(self, nbytes: int) -> None:
+        self.nbytes = max(int(nbytes), 4)
+        self.ptr = check(_cu().cuMemAlloc(self.nbytes), f"cuMemAlloc({self.nbytes})")
+
+    def __int__(self) -> int:
+        return int(self.ptr)
+
+    def upload(self, host: np.ndarray, stream: Any, offset: int = 0) -> None:
+        host = np.ascontiguousarray(host)
+        assert offset + host.nbytes <= self.nbytes
+        check(_cu().cuMemcpyHtoDAsync(int(self.ptr) + offset, host.ctypes.data, host.nbytes, stream),
+              "cuMemcpyHtoDAsync")
+
+    def download(self, out: np.ndarray, stream: Any, offset: int = 0) -> np.ndarray:
+        assert out.flags.c_contiguous and offset + out.nbytes <= self.nbytes
+        check(_cu().cuMemcpyDtoHAsync(out.ctypes.data, int(self.ptr) + offset, out.nbytes, stream),
+              "cuMemcpyDtoHAsync")
+        return out
+
+    def zero(self, stream: Any, offset: int = 0, nbytes: int | None = None) -> None:
+        n = self.nbytes - offset if nbytes is None else nbytes
+        assert offset % 4 == 0 and n % 4 == 0
+        check(_cu().cuMemsetD32Async(int(self.ptr) + offset, 0, n // 4, stream), "cuMemsetD32Async")
+
+    def free(self) -> None:
+        if self.ptr is not None:
+            check(_cu().cuMemFree(self.ptr), "cuMemFree")
+            self.ptr = None
+
+
+class PinnedArray:
+    """Page-locked host memory seen as a numpy array (async copies need pinned memory; a captured copy reads
+    the pinned buffer at replay time, python_stack.md §2.1)."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: Any) -> None:
+        dtype = np.dtype(dtype)
+        nbytes = max(int(np.prod(shape)) * dtype.itemsize, 4)
+        self.ptr = int(check(_cu().cuMemHostAlloc(nbytes, 0), "cuMemHostAlloc"))
+        raw = (ctypes.c_uint8 * nbytes).from_address(self.ptr)
+        self.array = np.frombuffer(raw, dtype=np.uint8)[: int(np.prod(shape)) * dtype.itemsize].view(dtype).reshape(shape)
+
+    def free(self) -> None:
+        if self.ptr:
+            check(_cu().cuMemFreeHost(self.ptr), "cuMemFreeHost")
+            self.ptr = 0
+
+
+def new_stream() -> Any:
+    cu = _cu()
+    return check(cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING.value), "cuStreamCreate")
+
+
+def sync(stream: Any) -> None:
+    check(_cu().cuStreamSynchronize(stream), "cuStreamSynchronize")
+
+
+class Event:
+    def __init__(self, timing: bool = True) -> None:
+        cu = _cu()
+        flags = cu.CUevent_flags.CU_EVENT_DEFAULT if timing else cu.CUevent_flags.CU_EVENT_DISABLE_TIMING
+        self.event = check(cu.cuEventCreate(flags.value), "cuEventCreate")
+
+    def record(self, stream: Any) -> None:
+        check(_cu().cuEventRecord(self.event, stream), "cuEventRecord")
+
+    def synchronize(self) -> None:
+        check(_cu().cuEventSynchronize(self.event), "cuEventSynchronize")
+
+    def elapsed_ms(self, start: Event) -> float:
+        return float(check(_cu().cuEventElapsedTime(start.event, self.event), "cuEventElapsedTime"))

@@ -1,0 +1,210 @@
+"""`ReferenceEngine`: the numpy float32 implementation of `BatchEngine` + `LogitsEngine`.
+
+Slow and obvious on purpose: it is the readable statement of the math (ops.py, reference/qwen35.md §6) and
+the oracle the CUDA engine is held to. Every weight is dequantized to float32 once, at construction.
+
+Per-slot state lives in pools indexed by slot id (DESIGN.md invariant 2), zeroed when a slot is handed out:
+KV cache per attention layer, conv state and delta-rule state S per Gated DeltaNet layer, and a length.
+Every token, whether it belongs to a prefill or to one row of a batched decode, goes through the same
+`_forward_token(slot, token)`, so a row never sees the other rows of its batch (invariant 1), and a prefill
+cut into chunks runs exactly the same operations as one call with all the tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from qtui.engine.ops import AttentionWeights, FfnWeights, GdnWeights, ffn, gated_attention, gated_deltanet, rms_norm
+from qtui.errors import BadRequest, Overloaded, PromptTooLong
+
+if TYPE_CHECKING:
+    from qtui.model.gguf_file import GGUFModel
+
+F32 = np.float32
+
+
+class ReferenceEngine:
+    """numpy float32 engine over a `GGUFModel` (any supported quant type; weights dequantized at load)."""
+
+    name = "cpu"
+
+    def __init__(self, model: GGUFModel, max_slots: int = 16, max_context: int = 4096) -> None:
+        assert max_slots >= 1 and max_context >= 1
+        self.model = model
+        self.config = cfg = model.config
+        self.max_slots = max_slots
+        self.max_context = max_context
+        self._load_weights(model)
+
+        # --- per-slot pools, indexed by slot id (never by batch position) ---
+        # np.zeros maps untouched pages lazily, so a KV pool sized by max_context costs memory only as used.
+        kv_shape = (max_slots, max_context, cfg.n_head_kv, cfg.head_dim)
+        self._k_cache = {i: np.zeros(kv_shape, F32) for i in cfg.attention_layers}  # [slots, ctx, n_kv, hd] f32
+        self._v_cache = {i: np.zeros(kv_shape, F32) for i in cfg.attention_layers}  # [slots, ctx, n_kv, hd] f32
+        conv_shape = (max_slots, cfg.ssm_d_conv - 1, cfg.conv_dim)
+        s_shape = (max_slots, cfg.ssm_dt_rank, cfg.d_k, cfg.d_v)
+        self._conv = {i: np.zeros(conv_shape, F32) for i in cfg.recurrent_layers}  # [slots, d_conv-1, conv_dim] f32
+        self._s = {i: np.zeros(s_shape, F32) for i in cfg.recurrent_layers}  # [slots, H_v, d_k, d_v] f32
+        self._length = np.zeros(max_slots, np.int64)  # [slots] tokens in each slot's context
+        self._in_use = np.zeros(max_slots, bool)  # [slots]
+
+    def _load_weights(self, model: GGUFModel) -> None:
+        """Dequantize every weight of the main stack to float32, numpy order [out, in]."""
+        cfg = model.config
+
+        def get(name: str) -> np.ndarray:
+            return np.ascontiguousarray(model.dequantize(name), dtype=F32)
+
+        self._embed = get("token_embd.weight")  # [n_vocab, D]
+        self._head = self._embed if cfg.tied_embeddings else get("output.weight")  # [n_vocab, D]
+        self._output_norm = get("output_norm.weight")  # [D]
+        self._attn_norm, self._post_norm, self._ffn, self._mixer = [], [], [], []
+        for i in range(cfg.n_layer):
+            p = f"blk.{i}."
+            self._attn_norm.append(get(p + "attn_norm.weight"))  # [D]
+            self._post_norm.append(get(p + "post_attention_norm.weight"))  # [D]
+            self._ffn.append(FfnWeights(get(p + "ffn_gate.weight"), get(p + "ffn_up.weight"), get(p + "ffn_down.weight")))
+            if cfg.recurrent[i]:
+                mixer: GdnWeights | AttentionWeights = GdnWeights(
+                    qkv=get(p + "attn_qkv.weight"), z=get(p + "attn_gate.weight"),
+                    beta=get(p + "ssm_beta.weight"), alpha=get(p + "ssm_alpha.weight"),
+                    conv=get(p + "ssm_conv1d.weight"), dt_bias=get(p + "ssm_dt.bias"), a=get(p + "ssm_a"),
+                    norm=get(p + "ssm_norm.weight"), out=get(p + "ssm_out.weight"),
+                )  # fmt: skip
+            else:
+                mixer = AttentionWeights(
+                    q=get(p + "attn_q.weight"), k=get(p + "attn_k.weight"), v=get(p + "attn_v.weight"),
+                    out=get(p + "attn_output.weight"),
+                    q_norm=get(p + "attn_q_norm.weight"), k_norm=get(p + "attn_k_norm.weight"),
+                )  # fmt: skip
+            self._mixer.append(mixer)
+
+    # --- slots ---
+
+    def alloc_slot(self) -> int:
+        free = np.flatnonzero(~self._in_use)
+        if free.size == 0:
+            raise Overloaded(f"all {self.max_slots} slots are in use")
+        slot = int(free[0])
+        self._zero_slot(slot)
+        self._in_use[slot] = True
+        return slot
+
+    def _zero_slot(self, slot: int) -> None:
+        used = int(self._length[slot])  # only rows a previous tenant wrote are dirty (keeps KV pages untouched)
+        for i in self._k_cache:
+            self._k_cache[i][slot, :used] = 0.0
+            self._v_cache[i][slot, :used] = 0.0
+        for i in self._conv:
+            self._conv[i][slot] = 0.0
+            self._s[i][slot] = 0.0
+        self._length[slot] = 0
+
+    def free_slot(self, slot: int) -> None:
+        self._check_slot(slot)
+        self._in_use[slot] = False
+
+    def num_free_slots(self) -> int:
+        return int(np.count_nonzero(~self._in_use))
+
+    def slot_length(self, slot: int) -> int:
+        self._check_slot(slot)
+        return int(self._length[slot])
+
+    def _check_slot(self, slot: int) -> None:
+        # The scheduler owns slot ids; a bad one is our bug, not a client's.
+        assert 0 <= slot < self.max_slots, f"slot {slot} out of range 0..{self.max_slots - 1}"
+        assert self._in_use[slot], f"slot {slot} is not allocated"
+
+    def _check_tokens(self, tokens: Sequence[int]) -> list[int]:
+        ids = [int(t) for t in tokens]
+        bad = [t for t in ids if not 0 <= t < self.config.n_vocab]
+        if bad:
+            raise BadRequest(f"token id {bad[0]} is outside the vocabulary (0..{self.config.n_vocab - 1})")
+        return ids
+
+    def _check_room(self, slot: int, n_tokens: int) -> None:
+        """Checked before any state changes, so a refused step leaves the slot as it was."""
+        held = int(self._length[slot])
+        if held + n_tokens > self.max_context:
+            raise PromptTooLong(f"slot {slot} holds {held} tokens; {n_tokens} more exceed the context of "
+                                f"{self.max_context}")
+
+    # --- steps ---
+
+    def prefill_logits(self, slot: int, tokens: Sequence[int]) -> np.ndarray:
+        """Append `tokens` to the slot, token by token; return the logits after the last one: [n_vocab] f32."""
+        self._check_slot(slot)
+        ids = self._check_tokens(tokens)
+        if not ids:
+            raise BadRequest("prefill needs at least one token")
+        self._check_room(slot, len(ids))
+        for token in ids[:-1]:
+            self._forward_token(slot, token)  # only the state matters here; skip the head
+        return self._logits(self._forward_token(slot, ids[-1]))
+
+    def decode_logits(self, slots: Sequence[int], tokens: Sequence[int]) -> np.ndarray:
+        """One token for each of m distinct slots: [m, n_vocab] f32; row i is computed alone, as if m were 1."""
+        slots = [int(s) for s in slots]
+        ids = self._check_tokens(tokens)
+        assert len(slots) == len(ids) >= 1, "decode needs one token per slot"
+        assert len(set(slots)) == len(slots), f"decode slots must be distinct: {slots}"
+        for slot in slots:
+            self._check_slot(slot)
+            self._check_room(slot, 1)
+        rows = [self._logits(self._forward_token(slot, token)) for slot, token in zip(slots, ids)]
+        return np.stack(rows)  # [m, n_vocab] f32
+
+    def prefill(self, slot: int, tokens: Sequence[int]) -> int:
+        return int(np.argmax(self.prefill_logits(slot, tokens)))  # ties -> lowest id
+
+    def decode(self, slots: Sequence[int], tokens: Sequence[int]) -> list[int]:
+        return [int(t) for t in np.argmax(self.decode_logits(slots, tokens), axis=-1)]
+
+    def trace_token(self, slot: int, token: int) -> tuple[np.ndarray, np.ndarray]:
+        """Feed one token (as a 1-token prefill) and return (residual stream after the embedding and after each
+        layer: [n_layer + 1, D] f32, logits: [n_vocab] f32), for layer-by-layer comparisons with other engines."""
+        self._check_slot(slot)
+        (token,) = self._check_tokens([token])
+        self._check_room(slot, 1)
+        trace: list[np.ndarray] = []
+        logits = self._logits(self._forward_token(slot, token, trace))
+        return np.stack(trace), logits
+
+    def _forward_token(self, slot: int, token: int, trace: list[np.ndarray] | None = None) -> np.ndarray:
+        """One token of one slot through the whole stack at position slot_length; returns the final hidden [D].
+        If `trace` is given, the residual stream is appended to it after the embedding and after every layer."""
+        cfg = self.config
+        pos = int(self._length[slot])
+        h = self._embed[token].copy()  # [D] f32 residual stream
+        if trace is not None:
+            trace.append(h.copy())
+        for i in range(cfg.n_layer):
+            x = rms_norm(h, self._attn_norm[i], cfg.rms_eps)  # [D]
+            mixer = self._mixer[i]
+            if isinstance(mixer, GdnWeights):
+                h = h + gated_deltanet(mixer, cfg, x, self._conv[i][slot], self._s[i][slot])
+            else:
+                h = h + gated_attention(mixer, cfg, x, self._k_cache[i][slot], self._v_cache[i][slot], pos)
+            h = h + ffn(self._ffn[i], rms_norm(h, self._post_norm[i], cfg.rms_eps))
+            if trace is not None:
+                trace.append(h.copy())
+        self._length[slot] = pos + 1
+        return h
+
+    def _logits(self, h: np.ndarray) -> np.ndarray:
+        """Final norm and LM head: [D] f32 -> [n_vocab] f32."""
+        return self._head @ rms_norm(h, self._output_norm, self.config.rms_eps)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "engine": "cpu",
+            "device": "numpy float32",
+            "numpy": np.__version__,
+            "max_slots": self.max_slots,
+            "max_context": self.max_context,
+            "weights": "dequantized to float32 at load",
+        }

@@ -1,0 +1,103 @@
+"""`qtui serve MODEL`: open a GGUF, build the engine, serve protocol v1 until SIGINT/SIGTERM, then drain.
+
+In-process use (tests, the demo):
+
+    async with start_server("tiny.gguf", engine="cpu", port=0, max_batch=16) as srv:
+        srv.url  # ws://127.0.0.1:PORT/
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+DEFAULTS: dict[str, Any] = {"engine": "auto", "max_batch": 16, "max_context": 4096}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="path of a qwen35 GGUF file")
+    p.add_argument("--engine", choices=("auto", "cuda", "cpu"), default="auto", help="engine (default: auto)")
+    p.add_argument("--host", default="127.0.0.1", help="bind address (non-loopback needs --api-key)")
+    p.add_argument("--port", type=int, default=8765, help="port (0: any free port; default 8765)")
+    p.add_argument("--max-batch", type=int, default=16, help="slots = the largest decode batch (default 16)")
+    p.add_argument("--window-ms", type=float, default=5.0, help="batch window: an idle server waits this long "
+                   "after a request for more, so a burst forms one batch (default 5)")  # fmt: skip
+    p.add_argument("--max-context", type=int, default=4096, help="tokens per slot, prompt + reply (default 4096)")
+    p.add_argument("--queue-size", type=int, default=256, help="wait queue bound; beyond it: overloaded (default 256)")
+    p.add_argument("--record", type=Path, metavar="DIR", help="write a JSON Lines recording into DIR")
+    p.add_argument("--verify-parity", action="store_true", help="re-run each finished request alone when idle "
+                   "and report whether its tokens match (stats feed, /metrics, recording)")  # fmt: skip
+    p.add_argument("--api-key", help="require `Authorization: Bearer KEY` (or ?api_key=KEY) on every connection")
+    p.add_argument("--drain-timeout", type=float, default=30.0, help="seconds in-flight requests may take to "
+                   "finish after SIGINT/SIGTERM (default 30)")  # fmt: skip
+
+
+def open_stack(model_path: str | Path, engine: str, max_batch: int, max_context: int) -> tuple[Any, Any, Any]:
+    """(GGUFModel, Tokenizer, BatchEngine) for a model file. Blocking (reads and hashes the file)."""
+    from qtui.engine.load import load_engine
+    from qtui.model.gguf_file import GGUFModel
+    from qtui.model.tokenizer import Tokenizer
+
+    model = GGUFModel.open(model_path)
+    tokenizer = Tokenizer.from_gguf(model)
+    return model, tokenizer, load_engine(model, engine, max_slots=max_batch, max_context=max_context)
+
+
+@contextlib.asynccontextmanager
+async def start_server(model_path: str | Path, **options: Any) -> AsyncIterator[Any]:
+    """Open `model_path` and serve it in this event loop; yields the running `QtuiServer`.
+
+    Options: engine, max_batch, max_context (engine), plus any `ServeSettings` field (host, port, window_ms,
+    queue_size, verify_parity, record, api_key, drain_timeout, ...). On exit the server closes at once.
+    """
+    from qtui.serve.server import ModelIdentity, ServeSettings, serve_engine
+
+    stack_opts = {k: options.pop(k, v) for k, v in DEFAULTS.items()}
+    settings = ServeSettings(**options)
+    model, tokenizer, engine = await asyncio.to_thread(open_stack, model_path, **stack_opts)
+    try:
+        sha = await asyncio.to_thread(model.sha256)
+        identity = ModelIdentity(str(Path(model_path).resolve()), sha, dataclasses.asdict(model.config))
+        async with serve_engine(engine, tokenizer, settings, identity) as srv:
+            yield srv
+    finally:
+        model.close()
+
+
+async def _serve_until_signal(args: argparse.Namespace) -> int:
+    options = dict(
+        engine=args.engine, max_batch=args.max_batch, max_context=args.max_context, host=args.host, port=args.port,
+        window_ms=args.window_ms, queue_size=args.queue_size, record=args.record, verify_parity=args.verify_parity,
+        api_key=args.api_key, drain_timeout=args.drain_timeout,
+    )  # fmt: skip
+    async with start_server(args.model, **options) as srv:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):  # the first signal drains, a second one cuts the drain short
+            loop.add_signal_handler(sig, lambda: srv.hurry() if stop.is_set() else stop.set())
+        extra = f", recording to {srv.recorder.path}" if srv.recorder else ""
+        where = f"{srv.identity['engine']} on {srv.identity['device']}"
+        limits = f"max_batch {srv.engine.max_slots}, max_context {srv.engine.max_context}"
+        print(f"qtui serve: {srv.url} ({where}, {limits}{extra})", flush=True)
+        await stop.wait()
+        print(f"qtui serve: draining (up to {args.drain_timeout:g} s)", flush=True)
+        await srv.drain()
+    print("qtui serve: stopped", flush=True)
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("websockets").setLevel(logging.WARNING)  # not a line per connection
+    code = asyncio.run(_serve_until_signal(args))
+    for sig in (signal.SIGINT, signal.SIGTERM):  # drained already: a late signal must not turn exit 0 into a kill
+        signal.signal(sig, signal.SIG_IGN)
+    return code

@@ -1,0 +1,178 @@
+"""Protocol v1 frames (docs/protocol.md): parsing + validating client frames, building server frames.
+
+`parse_client_frame` turns raw text into one typed message or raises `FrameRejected` carrying a typed
+`RequestError` (its `.code` is the protocol error code) and the request id when one could be read.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from qtui.errors import BadRequest, MessageTooLarge, RequestError, UnknownOp
+from qtui.serve import events as ev
+from qtui.serve.request import GenerateParams
+
+PROTOCOL_VERSION = 1
+MAX_MESSAGE_BYTES = 1 << 20  # frames above this get `message_too_large`
+MAX_ID_CHARS = 128
+MAX_STOP_STRINGS = 4
+MAX_STOP_CHARS = 256
+DEFAULT_MAX_TOKENS = 128
+
+
+class FrameRejected(Exception):
+    def __init__(self, error: RequestError, request_id: str | None) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.request_id = request_id
+
+
+@dataclass(frozen=True, slots=True)
+class Generate:
+    id: str
+    params: GenerateParams
+    prompt: str | None = None
+    tokens: list[int] | None = None
+    messages: list[dict[str, str]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Subscribe:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Info:
+    pass
+
+
+ClientMessage = Generate | Cancel | Subscribe | Info
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def parse_client_frame(
+    raw: str | bytes, *, max_context: int, n_vocab: int, max_bytes: int = MAX_MESSAGE_BYTES
+) -> ClientMessage:
+    """Validate one client frame. Raises `FrameRejected` (bad_request / unknown_op / message_too_large)."""
+    size = len(raw.encode() if isinstance(raw, str) else raw)
+    if size > max_bytes:
+        raise FrameRejected(MessageTooLarge(f"frame of {size} bytes exceeds the {max_bytes}-byte limit"), None)
+    try:
+        frame = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise FrameRejected(BadRequest(f"invalid JSON: {exc}"), None) from None
+    if not isinstance(frame, dict):
+        raise FrameRejected(BadRequest("a frame must be a JSON object"), None)
+    rid = frame.get("id")
+    rid = rid if isinstance(rid, str) else None
+    try:
+        return _parse_op(frame, max_context, n_vocab)
+    except RequestError as exc:
+        raise FrameRejected(exc, rid) from None
+
+
+def _parse_op(frame: dict[str, Any], max_context: int, n_vocab: int) -> ClientMessage:
+    op = frame.get("op")
+    if not isinstance(op, str):
+        raise BadRequest("missing or non-string `op`")
+    if op == "generate":
+        return _parse_generate(frame, max_context, n_vocab)
+    if op == "cancel":
+        return Cancel(_parse_id(frame))
+    if op == "subscribe":
+        return Subscribe()
+    if op == "info":
+        return Info()
+    raise UnknownOp(f"unknown op {op[:64]!r}: expected generate, cancel, subscribe or info")
+
+
+def _parse_id(frame: dict[str, Any]) -> str:
+    rid = frame.get("id")
+    if not isinstance(rid, str) or not rid or len(rid) > MAX_ID_CHARS:
+        raise BadRequest(f"`id` must be a non-empty string of at most {MAX_ID_CHARS} characters")
+    return rid
+
+
+def _parse_generate(frame: dict[str, Any], max_context: int, n_vocab: int) -> Generate:
+    rid = _parse_id(frame)
+    given = [k for k in ("prompt", "tokens", "messages") if k in frame]
+    if len(given) != 1:
+        raise BadRequest(f"exactly one of prompt / tokens / messages is required, got {given or 'none'}")
+    prompt, tokens, messages = frame.get("prompt"), frame.get("tokens"), frame.get("messages")
+    if "prompt" in frame and not isinstance(prompt, str):
+        raise BadRequest("`prompt` must be a string")
+    if "tokens" in frame:
+        if not isinstance(tokens, list) or not all(_is_int(t) and 0 <= t < n_vocab for t in tokens):
+            raise BadRequest(f"`tokens` must be a list of token ids in [0, {n_vocab})")
+    if "messages" in frame:
+        ok = isinstance(messages, list) and all(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+            for m in messages
+        )
+        if not ok or not messages:
+            raise BadRequest("`messages` must be a non-empty list of {role: str, content: str}")
+    return Generate(rid, _parse_params(frame, max_context), prompt, tokens, messages)
+
+
+def _parse_params(frame: dict[str, Any], max_context: int) -> GenerateParams:
+    max_tokens = frame.get("max_tokens", min(DEFAULT_MAX_TOKENS, max_context))
+    if not _is_int(max_tokens) or not 1 <= max_tokens <= max_context:
+        raise BadRequest(f"`max_tokens` must be an integer in [1, {max_context}]")
+    stop = frame.get("stop", [])
+    if stop is None:
+        stop = []
+    if (
+        not isinstance(stop, list)
+        or len(stop) > MAX_STOP_STRINGS
+        or not all(isinstance(s, str) and 0 < len(s) <= MAX_STOP_CHARS for s in stop)
+    ):
+        raise BadRequest(f"`stop` must be a list of at most {MAX_STOP_STRINGS} non-empty strings")
+    ignore_eos = frame.get("ignore_eos", False)
+    if not isinstance(ignore_eos, bool):
+        raise BadRequest("`ignore_eos` must be a boolean")
+    temperature = frame.get("temperature", 0)
+    if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or temperature != 0:
+        raise BadRequest("only greedy decoding is served: `temperature` must be 0 or absent")
+    return GenerateParams(max_tokens=max_tokens, stop=tuple(stop), ignore_eos=ignore_eos)
+
+
+# ---- server -> client ------------------------------------------------------------------------------------
+
+
+def token_frame(client_id: str, e: ev.Token) -> dict[str, Any]:
+    return {"op": "token", "id": client_id, "index": e.index, "token": e.token, "text": e.text}
+
+
+def done_frame(client_id: str, e: ev.Done) -> dict[str, Any]:
+    return {
+        "op": "done",
+        "id": client_id,
+        "text": e.text,
+        "tokens": e.tokens,
+        "finish_reason": e.finish_reason,
+        "prompt_tokens": e.prompt_tokens,
+        "completion_tokens": len(e.tokens),
+        "ttft_ms": None if e.ttft_ms is None else round(e.ttft_ms, 3),
+        "decode_tok_s": round(e.decode_tok_s, 2),
+        "max_m": e.max_m,
+        "slot": e.slot,
+        "parity": e.parity,
+    }
+
+
+def error_frame(request_id: str | None, code: str, message: str) -> dict[str, Any]:
+    return {"op": "error", "id": request_id, "code": code, "message": message}
+
+
+def dumps(frame: dict[str, Any]) -> str:
+    return json.dumps(frame, separators=(",", ":"), ensure_ascii=False)

@@ -1,0 +1,264 @@
+"""The Sans-I/O continuous-batching scheduler: `submit / cancel / step() -> events`, no threads, no sockets.
+
+One `step()` = admit waiting requests into free slots, feed each prefilling request one prompt chunk
+(`prefill_chunk` tokens, so a long prompt never stalls running decodes; state is per slot, so a newcomer's
+prefill never changes what the running requests compute), then ONE `engine.decode(slots, tokens)` for every
+request in decode state. Requests join and leave only at step boundaries. With `verify_parity`, an idle
+scheduler re-runs each finished request alone in a fresh slot and reports whether its tokens match.
+
+It knows the engine only through `BatchEngine` (qtui/engine/base.py). Invariant (checked by
+`check_integrity`): engine free slots + slots held here == max_batch.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+
+from qtui.engine.base import BatchEngine
+from qtui.errors import Overloaded, PromptTooLong, ShuttingDown
+from qtui.serve import events as ev
+from qtui.serve.reply import accept_token, first_divergence
+from qtui.serve.request import GenerateParams, Request, Status, TextCodec
+
+
+MAX_PENDING_VERIFICATIONS = 4096  # beyond this (a server never idle), finished requests are not re-run
+
+
+class Scheduler:
+    def __init__(
+        self,
+        engine: BatchEngine,
+        codec: TextCodec,
+        *,
+        queue_size: int = 256,
+        prefill_chunk: int = 256,
+        verify_parity: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        assert queue_size >= 1 and prefill_chunk >= 1
+        self.engine = engine
+        self.codec = codec
+        self.max_batch = engine.max_slots
+        self.max_context = engine.max_context
+        self.queue_size = queue_size
+        self.prefill_chunk = prefill_chunk
+        self.verify_parity = verify_parity
+        self.clock = clock
+        self.is_draining = False
+        self._waiting: deque[Request] = deque()
+        self._running: dict[str, Request] = {}  # rid -> request holding a slot (admission order)
+        self._to_verify: deque[Request] = deque()  # finished requests awaiting their solo re-run
+        self._verifying: Request | None = None  # the solo re-run in flight
+
+    # ---- queries -------------------------------------------------------------------------------------------
+    @property
+    def num_waiting(self) -> int:
+        return len(self._waiting)
+
+    @property
+    def num_active(self) -> int:
+        return len(self._running)
+
+    @property
+    def has_live(self) -> bool:
+        """Client requests are waiting or running (verification re-runs don't count)."""
+        return bool(self._waiting or self._running)
+
+    @property
+    def has_work(self) -> bool:
+        return self.has_live or self._verifying is not None or bool(self._to_verify)
+
+    @property
+    def num_pending_verdicts(self) -> int:
+        return len(self._to_verify) + (self._verifying is not None)
+
+    def check_integrity(self) -> None:
+        held = [r.slot for r in self._running.values()]
+        if self._verifying is not None and self._verifying.slot is not None:
+            held.append(self._verifying.slot)
+        assert len(set(held)) == len(held), f"slot held twice: {held}"
+        assert self.engine.num_free_slots() + len(held) == self.max_batch, (
+            f"slot leak: free {self.engine.num_free_slots()} + held {len(held)} != {self.max_batch}"
+        )
+        assert all(r.status is Status.WAITING for r in self._waiting)
+
+    # ---- inputs --------------------------------------------------------------------------------------------
+    def submit(
+        self, rid: str, prompt: list[int], params: GenerateParams, arrival_t: float | None = None
+    ) -> list[ev.Event]:
+        """Queue a request. Returns [Arrived] or [Arrived, Error] (prompt_too_long, overloaded, shutting_down)."""
+        now = self.clock()
+        out: list[ev.Event] = [ev.Arrived(now, rid, list(prompt), params.to_json())]
+        try:
+            if self.is_draining:
+                raise ShuttingDown("server is draining: not admitting new requests")
+            if not prompt:
+                raise PromptTooLong("empty prompt: at least one token is needed")
+            if len(prompt) > self.max_context - 1:
+                raise PromptTooLong(
+                    f"prompt has {len(prompt)} tokens; max_context {self.max_context} leaves room for at most "
+                    f"{self.max_context - 1} prompt tokens plus one generated token"
+                )
+            if len(self._waiting) >= self.queue_size + self.engine.num_free_slots():  # free slots admit next step
+                raise Overloaded(f"wait queue full ({self.queue_size} requests waiting for a slot)")
+        except (ShuttingDown, PromptTooLong, Overloaded) as exc:
+            out.append(ev.Error(now, rid, exc.code, exc.message))
+            return out
+        req = Request(rid, list(prompt), params, now if arrival_t is None else arrival_t)
+        req.max_tokens = min(params.max_tokens, self.max_context - len(prompt))
+        self._waiting.append(req)
+        return out
+
+    def cancel(self, rid: str) -> list[ev.Event]:
+        """Stop a live request (client cancel or disconnect): [Cancelled, Done(cancelled)], or [] if unknown."""
+        req = self._running.get(rid) or next((r for r in self._waiting if r.rid == rid), None)
+        if req is None:
+            return []
+        now = self.clock()
+        self._retire(req)
+        return [ev.Cancelled(now, rid), self._done_event(req, "cancelled", now)]
+
+    def abort_all(self, code: str, message: str) -> list[ev.Event]:
+        """Error every live request (drain timeout, engine failure) and drop pending verifications."""
+        now = self.clock()
+        out: list[ev.Event] = []
+        for req in [*self._running.values(), *self._waiting]:
+            self._retire(req)
+            out.append(ev.Error(now, req.rid, code, message))
+        self._abort_verification()
+        self._to_verify.clear()
+        return out
+
+    # ---- the step ------------------------------------------------------------------------------------------
+    def step(self) -> list[ev.Event]:
+        """Admit → prefill one chunk each → one batched decode. Then, if idle, one verification step."""
+        out: list[ev.Event] = []
+        if self.has_live and self._verifying is not None:
+            self._abort_verification()  # client work comes first; the re-run restarts later from scratch
+        self._admit(out)
+        self._prefill(list(self._running.values()), out)
+        self._decode([r for r in self._running.values() if r.status is Status.DECODE], out)
+        if not self.has_live and (self._verifying is not None or self._to_verify):
+            self._verify_step(out)
+        return out
+
+    def _admit(self, out: list[ev.Event]) -> None:
+        while self._waiting and self.engine.num_free_slots() > 0:
+            req = self._waiting.popleft()
+            self._start(req)
+            self._running[req.rid] = req
+            out.append(ev.Admitted(self.clock(), req.rid, req.slot))  # type: ignore[arg-type]
+
+    def _start(self, req: Request) -> None:
+        req.slot = self.engine.alloc_slot()
+        req.status = Status.PREFILL
+        req.detok = self.codec.new_detokenizer()
+
+    def _prefill(self, reqs: list[Request], out: list[ev.Event]) -> None:
+        for req in reqs:
+            if req.status is not Status.PREFILL:
+                continue
+            assert req.slot is not None
+            chunk = req.prompt[req.num_prefilled : req.num_prefilled + self.prefill_chunk]
+            t0 = time.perf_counter()
+            nxt = self.engine.prefill(req.slot, chunk)
+            ms = (time.perf_counter() - t0) * 1e3
+            req.num_prefilled += len(chunk)
+            if not req.is_verification:
+                out.append(ev.Prefilled(self.clock(), req.rid, req.slot, len(chunk), ms))
+            if req.num_prefilled == len(req.prompt):
+                req.status = Status.DECODE
+                self._accept(req, nxt, out)
+
+    def _decode(self, reqs: list[Request], out: list[ev.Event], verify: bool = False) -> None:
+        if not reqs:
+            return
+        slots = [r.slot for r in reqs]
+        feed = [r.tokens[-1] for r in reqs]
+        t0 = time.perf_counter()
+        produced = self.engine.decode(slots, feed)  # type: ignore[arg-type]
+        ms = (time.perf_counter() - t0) * 1e3
+        t_step = self.clock()
+        assert len(produced) == len(reqs)
+        for req in reqs:
+            req.max_m = max(req.max_m, len(reqs))
+        pos = len(out)
+        for req, tok in zip(reqs, produced):
+            self._accept(req, tok, out)
+        # the Step goes before its tokens; queue/active as they stand after the step's retirements
+        queue, active = len(self._waiting), len(self._running)
+        step = ev.Step(t_step, len(reqs), ms, slots, list(produced), queue, active, verify)  # type: ignore[arg-type]
+        out.insert(pos, step)
+
+    def _accept(self, req: Request, token: int, out: list[ev.Event]) -> None:
+        now = self.clock()
+        if req.first_token_t is None:
+            req.first_token_t = now
+        piece, reason = accept_token(req, token, self.codec.eos_token_ids)
+        if req.is_verification:
+            if reason is not None:
+                self._finish_verification(req, out)
+            return
+        out.append(ev.Token(now, req.rid, len(req.tokens) - 1, token, piece))
+        if reason is not None:
+            self._retire(req)
+            out.append(self._done_event(req, reason, now))
+            if self._will_verify(reason):
+                self._to_verify.append(req)
+
+    # ---- bookkeeping ---------------------------------------------------------------------------------------
+    def _retire(self, req: Request) -> None:
+        """Remove a request from the queue or its slot (freeing the slot) and mark it finished."""
+        if req.status is Status.WAITING:
+            self._waiting.remove(req)
+        else:
+            del self._running[req.rid]
+            assert req.slot is not None
+            self.engine.free_slot(req.slot)
+        req.status = Status.FINISHED
+
+    def _done_event(self, req: Request, reason: str, now: float) -> ev.Done:
+        req.finish_reason = reason
+        n = len(req.tokens)
+        ttft = None if req.first_token_t is None else (req.first_token_t - req.arrival_t) * 1e3
+        span = now - req.first_token_t if req.first_token_t is not None else 0.0
+        tok_s = (n - 1) / span if n > 1 and span > 0 else 0.0
+        parity = "pending" if self._will_verify(reason) else None
+        return ev.Done(now, req.rid, req.slot, req.text, list(req.tokens), reason, len(req.prompt), ttft, tok_s,
+                       req.max_m, parity)  # fmt: skip
+
+    # ---- --verify-parity -----------------------------------------------------------------------------------
+    def _will_verify(self, reason: str) -> bool:
+        return self.verify_parity and reason in ("stop", "length") and len(self._to_verify) < MAX_PENDING_VERIFICATIONS
+
+    def _verify_step(self, out: list[ev.Event]) -> None:
+        if self._verifying is None:
+            original = self._to_verify[0]
+            rerun = Request(original.rid, original.prompt, original.params, self.clock(), is_verification=True)
+            rerun.max_tokens = original.max_tokens
+            self._start(rerun)
+            self._verifying = rerun
+        rerun = self._verifying
+        if rerun.status is Status.PREFILL:
+            self._prefill([rerun], out)
+        elif rerun.status is Status.DECODE:
+            self._decode([rerun], out, verify=True)
+
+    def _finish_verification(self, rerun: Request, out: list[ev.Event]) -> None:
+        original = self._to_verify.popleft()
+        assert original.rid == rerun.rid and self._verifying is rerun
+        assert rerun.slot is not None
+        self.engine.free_slot(rerun.slot)
+        rerun.status = Status.FINISHED
+        self._verifying = None
+        out.append(ev.ParityVerdict(self.clock(), rerun.rid, first_divergence(original.tokens, rerun.tokens)))
+
+    def _abort_verification(self) -> None:
+        """Drop the re-run in flight (its original stays at the head of `_to_verify` and is retried)."""
+        rerun = self._verifying
+        if rerun is not None:
+            assert rerun.slot is not None
+            self.engine.free_slot(rerun.slot)
+            self._verifying = None

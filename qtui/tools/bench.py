@@ -1,0 +1,173 @@
+"""`qtui bench MODEL --engine cuda`: decode speed against the memory-bandwidth floor, the concurrency ladder,
+and prefill TTFT, printed as a table (`--json` for the record).
+
+    floor (tok/s) = measured device copy bandwidth (bytes read + written per second)
+                    / weight bytes read per decode token (qtui.model.info.weight_bytes_per_token)
+
+Timing claims live here, not in tests. Numbers are wall-clock around whole engine calls (what a client sees),
+after warm-up (graph capture and module JIT happen in the warm-up).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from typing import Any
+
+import numpy as np
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", metavar="MODEL", help="GGUF file")
+    parser.add_argument("--engine", choices=["cuda", "cpu"], default="cuda", help="engine to measure (default cuda)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    parser.add_argument("--steps", type=int, default=64, help="timed decode steps per rung (default 64)")
+    parser.add_argument("--ladder", default="1,4,8,16", help="concurrency rungs (default 1,4,8,16)")
+    parser.add_argument("--prompt-len", type=int, default=512, help="prefill prompt length (default 512)")
+    parser.add_argument("--max-context", type=int, default=2048, help="engine context per slot (default 2048)")
+    parser.add_argument("--profile", action="store_true", help="also time each kernel of the m=1 and m=16 steps")
+
+
+def copy_bandwidth(nbytes: int = 1 << 31, reps: int = 10) -> float:
+    """Device-to-device copy bandwidth in bytes/s, counting bytes read plus bytes written (median of reps)."""
+    from qtui.engine.cuda import driver as drv
+
+    drv.primary_context()
+    cu = drv._cu()
+    stream = drv.new_stream()
+    src, dst = drv.DeviceBuffer(nbytes), drv.DeviceBuffer(nbytes)
+    src.zero(stream)  # contents do not change a copy's speed; zero so nothing reads uninitialised memory
+    e0, e1 = drv.Event(), drv.Event()
+    times = []
+    for _ in range(reps + 2):
+        e0.record(stream)
+        drv.check(cu.cuMemcpyDtoDAsync(int(dst), int(src), nbytes, stream), "cuMemcpyDtoDAsync")
+        e1.record(stream)
+        e1.synchronize()
+        times.append(e1.elapsed_ms(e0) / 1e3)
+    src.free()
+    dst.free()
+    return 2 * nbytes / statistics.median(times[2:])
+
+
+def _prompt(rng: np.random.Generator, n_vocab: int, n: int) -> list[int]:
+    return rng.integers(0, n_vocab, n).tolist()
+
+
+def ladder_rung(engine: Any, c: int, steps: int, rng: np.random.Generator) -> dict[str, float]:
+    """c slots decoded together for `steps` steps after warm-up; aggregate and per-request speed."""
+    n_vocab = engine.config.n_vocab
+    slots = [engine.alloc_slot() for _ in range(c)]
+    toks = [engine.prefill(s, _prompt(rng, n_vocab, 16)) for s in slots]
+    for _ in range(4):  # warm-up: graph capture for m = c
+        toks = engine.decode(slots, toks)
+    host = []
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        toks = engine.decode(slots, toks)
+        host.append(getattr(engine, "last_host_us", float("nan")))
+    dt = time.perf_counter() - t0
+    for s in slots:
+        engine.free_slot(s)
+    return {"c": c, "aggregate_tok_s": c * steps / dt, "per_request_tok_s": steps / dt,
+            "step_ms": 1e3 * dt / steps, "host_us_per_step": statistics.median(host)}
+
+
+def prefill_rung(engine: Any, n: int, rng: np.random.Generator) -> dict[str, float]:
+    n_vocab = engine.config.n_vocab
+    slot = engine.alloc_slot()
+    engine.prefill(slot, _prompt(rng, n_vocab, 8))  # warm-up: graphs for the prefill shapes
+    engine.free_slot(slot)
+    slot = engine.alloc_slot()
+    t0 = time.perf_counter()
+    engine.prefill(slot, _prompt(rng, n_vocab, n))
+    ttft = time.perf_counter() - t0
+    engine.free_slot(slot)
+    return {"prompt_tokens": n, "ttft_ms": 1e3 * ttft, "prefill_tok_s": n / ttft}
+
+
+def profile_step(engine: Any, m: int, reps: int = 5) -> list[dict[str, Any]]:
+    """GPU time of the m-row step split by kernel name: the launches of one name, in step order, captured as
+    their own graph and replayed (median of reps). The weights stream from memory as in the real step, so
+    the parts add up to about the whole step. [{name, launches, us}], slowest first, plus a "whole step" row."""
+    from qtui.engine.cuda import driver as drv
+    from qtui.engine.cuda.graphs import GraphCache
+
+    slots = [engine.alloc_slot() for _ in range(m)]
+    engine._stage(0, slots, [0] * m)
+    engine.acts.step.upload(engine._staging.array[0], engine.stream)
+    plan = engine._plan(m, True)
+    groups: dict[str, list] = {"whole step": plan}
+    for k in plan:
+        groups.setdefault(k.name, []).append(k)
+    cache, e0, e1 = GraphCache(engine.stream), drv.Event(), drv.Event()
+    rows = []
+    for i, (name, kernels) in enumerate(groups.items()):
+        cache.capture((i, name), kernels)  # type: ignore[arg-type]
+        times = []
+        for _ in range(reps + 2):
+            e0.record(engine.stream)
+            cache.replay((i, name))  # type: ignore[arg-type]
+            e1.record(engine.stream)
+            e1.synchronize()
+            times.append(e1.elapsed_ms(e0) * 1e3)
+        rows.append({"name": name, "launches": len(kernels), "us": statistics.median(times[2:])})
+    cache.clear()
+    for s in slots:
+        engine.free_slot(s)
+    return sorted(rows, key=lambda r: -r["us"])
+
+
+def run_bench(args: argparse.Namespace) -> dict[str, Any]:
+    from qtui.engine.load import load_engine
+    from qtui.model.gguf_file import GGUFModel
+    from qtui.model.info import weight_bytes_per_token
+
+    model = GGUFModel.open(args.model)
+    rungs = [int(c) for c in args.ladder.split(",")]
+    engine = load_engine(model, kind=args.engine, max_slots=max(rungs), max_context=args.max_context)
+    rng = np.random.default_rng(0)
+    bw = copy_bandwidth() if args.engine == "cuda" else float("nan")
+    per_token = weight_bytes_per_token(model)
+    floor_tok_s = bw / per_token
+    ladder = [ladder_rung(engine, c, args.steps, rng) for c in rungs]
+    single = ladder[0] if rungs[0] == 1 else ladder_rung(engine, 1, args.steps, rng)
+    prefill = prefill_rung(engine, args.prompt_len, rng)
+    use_profile = args.profile and args.engine == "cuda"
+    profile = {m: profile_step(engine, m) for m in (1, max(rungs))} if use_profile else {}
+    return {"profile": profile,
+        "model": str(args.model), "engine": engine.describe(), "copy_bandwidth_B_s": bw,
+        "weight_bytes_per_token": per_token, "floor_tok_s": floor_tok_s,
+        "decode_tok_s": single["aggregate_tok_s"], "pct_of_floor": 100 * single["aggregate_tok_s"] / floor_tok_s,
+        "ladder": ladder, "prefill": prefill,
+    }
+
+
+def format_table(r: dict[str, Any]) -> str:
+    lines = [
+        f"model {r['model']}  on {r['engine'].get('device')}",
+        f"device copy bandwidth (read+write)  {r['copy_bandwidth_B_s'] / 1e12:8.2f} TB/s",
+        f"weight bytes per decode token       {r['weight_bytes_per_token'] / 1e9:8.3f} GB",
+        f"bandwidth floor                     {r['floor_tok_s']:8.1f} tok/s",
+        f"single-stream decode                {r['decode_tok_s']:8.1f} tok/s  ({r['pct_of_floor']:.1f}% of floor)",
+        "",
+        f"{'c':>3} {'aggregate tok/s':>16} {'per-request tok/s':>18} {'step ms':>9} {'host us/step':>13} {'x c=1':>6}",
+    ]
+    base = r["ladder"][0]["aggregate_tok_s"]
+    for row in r["ladder"]:
+        lines.append(f"{row['c']:>3} {row['aggregate_tok_s']:16.1f} {row['per_request_tok_s']:18.1f} "
+                     f"{row['step_ms']:9.3f} {row['host_us_per_step']:13.1f} {row['aggregate_tok_s'] / base:6.2f}")
+    p = r["prefill"]
+    lines += ["", f"prefill {p['prompt_tokens']} tokens: TTFT {p['ttft_ms']:.1f} ms, {p['prefill_tok_s']:.1f} tok/s"]
+    for m, rows in r.get("profile", {}).items():
+        lines += ["", f"one m={m} step by kernel (each group replayed as its own graph, GPU us):"]
+        lines += [f"  {x['name']:<24} x{x['launches']:<4} {x['us']:9.1f} us" for x in rows[:14]]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    result = run_bench(args)
+    print(json.dumps(result, indent=1) if args.json else format_table(result))
+    return 0

@@ -1,0 +1,158 @@
+"""Layer kernels against the reference engine's math (qtui.engine.ops) evaluated in float64."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from qtui.engine import ops
+from qtui.engine.cuda.kernels import ATTN_PIECE
+
+pytestmark = pytest.mark.gpu
+F64 = np.float64
+# Single ops in float32 against float64: a few ulp, plus exp/rsqrt approximations: 1e-5 relative (normwise).
+LAYER_REL_TOL = 1e-5
+
+
+def _rel(got, ref):
+    assert np.isfinite(got).all(), "unwritten or NaN output"
+    return float(np.linalg.norm(got.astype(F64) - ref) / np.linalg.norm(ref))
+
+
+def test_rmsnorm(gpu):
+    rng = np.random.default_rng()
+    m, n, eps = 5, 1280, 1e-6
+    x = (rng.standard_normal((m, n)) * 3).astype(np.float32)
+    w = (1 + 0.1 * rng.standard_normal(n)).astype(np.float32)
+    out = gpu.poisoned((m, n))
+    gpu.run(gpu.kt.rmsnorm(m, int(gpu.put(x)), int(gpu.put(w)), int(out), n, eps))
+    assert _rel(gpu.get(out, (m, n)), ops.rms_norm(x.astype(F64), w.astype(F64), eps)) < LAYER_REL_TOL
+
+
+def test_gated_rmsnorm_silu(gpu):
+    rng = np.random.default_rng()
+    m, H, dv, eps = 3, 4, 128, 1e-6
+    o = rng.standard_normal((m, H, dv)).astype(np.float32)
+    z = rng.standard_normal((m, H, dv)).astype(np.float32)
+    w = (1 + 0.1 * rng.standard_normal(dv)).astype(np.float32)
+    out = gpu.poisoned((m, H, dv))
+    gpu.run(gpu.kt.gated_rmsnorm_silu(m, int(gpu.put(o)), int(gpu.put(z)), int(gpu.put(w)), int(out), H, dv, eps))
+    ref = ops.rms_norm(o.astype(F64), w.astype(F64), eps) * ops.silu(z.astype(F64))
+    assert _rel(gpu.get(out, (m, H, dv)), ref) < LAYER_REL_TOL
+
+
+def test_swiglu(gpu):
+    rng = np.random.default_rng()
+    g, u = (rng.standard_normal((2, 3, 1000)) * 4).astype(np.float32)
+    out = gpu.poisoned((3, 1000))
+    gpu.run(gpu.kt.swiglu(3000, int(gpu.put(g)), int(gpu.put(u)), int(out)))
+    assert _rel(gpu.get(out, (3, 1000)), ops.silu(g.astype(F64)) * u) < LAYER_REL_TOL
+
+
+def test_argmax_ties_go_to_lowest_index(gpu):
+    rng = np.random.default_rng()
+    m, n = 6, 248320
+    logits = rng.standard_normal((m, n)).astype(np.float32)
+    for r in range(m):  # plant a tie for the maximum at two random indices
+        i, j = sorted(rng.choice(n, 2, replace=False))
+        logits[r, i] = logits[r, j] = logits[r].max() + 1.0
+    out = gpu.poisoned((m,), np.int32)
+    gpu.run(gpu.kt.argmax(m, int(gpu.put(logits)), int(out), n))
+    assert gpu.get(out, (m,), np.int32).tolist() == np.argmax(logits, axis=1).tolist()
+
+
+def _delta_oracle(conv_out, a, b, ssm_a, dt_bias, S, H_k, H_v, dk, z, norm_w, eps):
+    """ops.gated_deltanet's state update + gated norm for one row (float64): returns [H_v, dk], updates S."""
+    q = conv_out[: H_k * dk].reshape(H_k, dk)
+    k = conv_out[H_k * dk : 2 * H_k * dk].reshape(H_k, dk)
+    v = conv_out[2 * H_k * dk :].reshape(H_v, dk)
+    q = ops.l2_norm(q, 1e-6) / np.sqrt(dk)
+    k = ops.l2_norm(k, 1e-6)
+    kh = np.arange(H_v) % H_k  # tiled value heads
+    q, k = q[kh], k[kh]
+    g = ops.softplus(a + dt_bias) * ssm_a
+    beta = ops.sigmoid(b)
+    S *= np.exp(g)[:, None, None]
+    delta = (v - np.einsum("hkv,hk->hv", S, k)) * beta[:, None]
+    S += k[:, :, None] * delta[:, None, :]
+    o = np.einsum("hkv,hk->hv", S, q)
+    return ops.rms_norm(o, norm_w, eps) * ops.silu(z)
+
+
+@pytest.mark.parametrize("dk", [64, 128])
+def test_conv_and_delta_step_over_three_steps(gpu, dk):
+    """Conv step + SiLU, l2norm, delta rule with tiled heads, gated norm; rows read state by slot id."""
+    rng = np.random.default_rng()
+    H_k, H_v, K, n_slots = 2, 4, 4, 5
+    C = (2 * H_k + H_v) * dk
+    slots = np.array([3, 1], np.int32)
+    m = len(slots)
+    conv_w = rng.uniform(-0.5, 0.5, (C, K)).astype(np.float32)
+    ssm_a = -rng.uniform(1, 16, H_v).astype(np.float32)
+    dt_bias = rng.uniform(-7, -2, H_v).astype(np.float32)
+    conv_state = rng.standard_normal((n_slots, K - 1, C)).astype(np.float32)
+    S = (0.1 * rng.standard_normal((n_slots, H_v, dk, dk))).astype(np.float32)
+    st_buf, S_buf = gpu.put(conv_state), gpu.put(S)
+    cs64, S64 = conv_state.astype(F64), S.astype(F64)
+    w_buf, a_dev, dt_dev, sl = gpu.put(conv_w), gpu.put(ssm_a), gpu.put(dt_bias), gpu.put(slots)
+    norm_w = (1 + 0.1 * rng.standard_normal(dk)).astype(np.float32)
+    nw_dev, eps = gpu.put(norm_w), 1e-6
+    for _step in range(3):
+        x = rng.standard_normal((m, C)).astype(np.float32)
+        a, b = rng.standard_normal((2, m, H_v)).astype(np.float32)
+        z = rng.standard_normal((m, H_v, dk)).astype(np.float32)
+        conv_out, o = gpu.poisoned((m, C)), gpu.poisoned((m, H_v, dk))
+        gpu.run(
+            gpu.kt.conv_step_silu(m, int(gpu.put(x)), int(w_buf), int(st_buf), (K - 1) * C, int(sl), int(conv_out), C, K),
+            gpu.kt.delta_step(m, dk, int(conv_out), int(gpu.put(a)), int(gpu.put(b)), int(a_dev), int(dt_dev),
+                              int(S_buf), H_v * dk * dk, int(sl), int(gpu.put(z)), int(nw_dev), int(o), H_k, H_v, eps),
+        )  # fmt: skip
+        got_o = gpu.get(o, (m, H_v, dk))
+        for r, s in enumerate(slots):
+            window = np.concatenate([cs64[s], x[r][None].astype(F64)])
+            cs64[s] = window[1:]
+            mixed = ops.silu(np.sum(window * conv_w.T.astype(F64), axis=0))
+            ref = _delta_oracle(mixed, a[r], b[r], ssm_a, dt_bias, S64[s], H_k, H_v, dk, z[r], norm_w, eps)
+            assert _rel(got_o[r], ref) < 1e-4, f"step {_step} row {r}"  # S carries error across steps
+    np.testing.assert_allclose(gpu.get(st_buf, conv_state.shape), cs64, rtol=0, atol=0)  # pure copies
+    untouched = [s for s in range(n_slots) if s not in slots]
+    assert np.array_equal(gpu.get(S_buf, S.shape)[untouched], S[untouched])
+
+
+def test_attention_decode_against_softmax(gpu):
+    """q/k norm + RoPE + KV store + split attention + gate, lengths spanning 1..3 pieces, slots != rows."""
+    rng = np.random.default_rng()
+    nh, nkv, hd, n_rot, theta, eps, max_ctx, n_slots = 4, 2, 256, 64, 1e7, 1e-6, 1024, 4
+    n_pieces = max_ctx // ATTN_PIECE
+    slots = np.array([2, 0, 3], np.int32)
+    pos = np.array([600, 255, 0], np.int32)  # 3 pieces, exactly 1 full piece, first token
+    m = len(slots)
+    qg = rng.standard_normal((m, nh, 2, hd)).astype(np.float32)
+    kb, vb = rng.standard_normal((2, m, nkv, hd)).astype(np.float32)
+    qn, kn = (1 + 0.1 * rng.standard_normal((2, hd))).astype(np.float32)
+    K = rng.standard_normal((n_slots, max_ctx, nkv, hd)).astype(np.float32)
+    V = rng.standard_normal((n_slots, max_ctx, nkv, hd)).astype(np.float32)
+    Kd, Vd, qg_d = gpu.put(K), gpu.put(V), gpu.put(qg)
+    sl, ps = gpu.put(slots), gpu.put(pos)
+    qr, part, out = gpu.poisoned((m, nh, hd)), gpu.poisoned((m, nh, n_pieces, hd + 2)), gpu.poisoned((m, nh, hd))
+    stride = max_ctx * nkv * hd
+    gpu.run(
+        gpu.kt.qk_norm_rope_store(m, int(qg_d), int(gpu.put(kb)), int(gpu.put(vb)), int(gpu.put(qn)), int(gpu.put(kn)),
+                                  int(qr), int(Kd), int(Vd), stride, int(sl), int(ps), nh, nkv, hd, max_ctx, n_rot,
+                                  theta, eps),
+        gpu.kt.attn_partial(m, int(qr), int(Kd), int(Vd), stride, int(sl), int(ps), int(part), nh, nkv, hd, n_pieces),
+        gpu.kt.attn_combine(m, int(part), int(qg_d), int(ps), int(out), nh, hd, n_pieces),
+    )  # fmt: skip
+    got = gpu.get(out, (m, nh, hd))
+    K_after = gpu.get(Kd, K.shape)
+    for r, (s, p) in enumerate(zip(slots, pos)):
+        cos, sin = ops.rope_angles(int(p), n_rot, theta)
+        q = ops.rope_neox(ops.rms_norm(qg[r, :, 0].astype(F64), qn, eps), cos, sin)  # [nh, hd]
+        k = ops.rope_neox(ops.rms_norm(kb[r].astype(F64), kn, eps), cos, sin)  # [nkv, hd]
+        assert _rel(K_after[s, p], k) < LAYER_REL_TOL
+        keys = np.concatenate([K[s, :p].astype(F64), k[None]])  # [p+1, nkv, hd]
+        vals = np.concatenate([V[s, :p].astype(F64), vb[r][None].astype(F64)])
+        kvh = np.arange(nh) // (nh // nkv)
+        scores = np.einsum("hd,thd->ht", q, keys[:, kvh]) / np.sqrt(hd)
+        att = np.einsum("ht,thd->hd", ops.softmax(scores), vals[:, kvh]) * ops.sigmoid(qg[r, :, 1].astype(F64))
+        assert _rel(got[r], att) < LAYER_REL_TOL, f"row {r} (slot {s}, pos {p})"

@@ -1,0 +1,123 @@
+"""A deterministic fake `BatchEngine` and tokenizer for scheduler/server tests (no model, no numpy math).
+
+The next token of a slot is a hash of that slot's own token history, so a reply depends only on the request's
+own tokens — exactly the batch invariance the real engines promise — and any bookkeeping bug that mixes
+slots (state by batch position, a reused slot not reset, a missed token) changes the reply.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+from qtui.errors import Overloaded, PromptTooLong
+
+EOS = 1
+
+
+class FakeEngine:
+    name = "fake"
+    config = None
+
+    def __init__(self, max_slots: int = 4, max_context: int = 64, n_vocab: int = 50, step_delay_s: float = 0.0):
+        self.max_slots = max_slots
+        self.max_context = max_context
+        self.n_vocab = n_vocab
+        self.step_delay_s = step_delay_s  # makes a decode step take time, for mid-stream cancel tests
+        self._free = list(range(max_slots))
+        self._history: dict[int, list[int]] = {}
+        self.decode_calls: list[list[int]] = []  # slots of every decode call, in order
+
+    def alloc_slot(self) -> int:
+        if not self._free:
+            raise Overloaded("no free slot")
+        slot = self._free.pop(0)
+        self._history[slot] = []
+        return slot
+
+    def free_slot(self, slot: int) -> None:
+        assert slot in self._history and slot not in self._free, f"double free of slot {slot}"
+        del self._history[slot]
+        self._free.append(slot)
+
+    def num_free_slots(self) -> int:
+        return len(self._free)
+
+    def slot_length(self, slot: int) -> int:
+        return len(self._history[slot])
+
+    def _next(self, slot: int) -> int:
+        return zlib.crc32(repr(self._history[slot]).encode()) % self.n_vocab
+
+    def _feed(self, slot: int, tokens: Sequence[int]) -> None:
+        hist = self._history[slot]
+        if len(hist) + len(tokens) > self.max_context:
+            raise PromptTooLong(f"slot {slot}: {len(hist)} + {len(tokens)} > {self.max_context}")
+        hist.extend(tokens)
+
+    def prefill(self, slot: int, tokens: Sequence[int]) -> int:
+        assert len(tokens) >= 1
+        self._feed(slot, tokens)
+        return self._next(slot)
+
+    def decode(self, slots: Sequence[int], tokens: Sequence[int]) -> list[int]:
+        assert len(set(slots)) == len(slots) == len(tokens) >= 1
+        self.decode_calls.append(list(slots))
+        if self.step_delay_s:
+            time.sleep(self.step_delay_s)
+        for slot, tok in zip(slots, tokens):
+            self._feed(slot, [tok])
+        return [self._next(s) for s in slots]
+
+    def describe(self) -> dict[str, Any]:
+        return {"engine": "fake", "device": "host (fake)", "max_slots": self.max_slots, "max_context": self.max_context}
+
+
+def solo_reply(prompt: list[int], max_tokens: int, n_vocab: int = 50, eos: int | None = EOS) -> list[int]:
+    """The reply the fake engine gives `prompt` alone, computed independently of the scheduler."""
+    hist = list(prompt)
+    out: list[int] = []
+    while len(out) < max_tokens:
+        tok = zlib.crc32(repr(hist).encode()) % n_vocab
+        out.append(tok)
+        if eos is not None and tok == eos:
+            break
+        hist.append(tok)
+    return out
+
+
+class FakeDetokenizer:
+    def __init__(self, tok: FakeTokenizer) -> None:
+        self.tok = tok
+
+    def push(self, token_id: int) -> str:
+        return self.tok.piece(token_id)
+
+    def flush(self) -> str:
+        return ""
+
+
+class FakeTokenizer:
+    """Token id t <-> the piece "<letter>" or "<letter><letter>"; id 1 is EOS. Letters a..z only."""
+
+    eos_token_ids = frozenset({EOS})
+
+    def __init__(self, n_vocab: int = 50) -> None:
+        self.n_vocab = n_vocab
+
+    def piece(self, t: int) -> str:
+        return "" if t == EOS else chr(97 + t % 26) * (1 + t // 26)
+
+    def encode(self, text: str) -> list[int]:
+        return [2 + (ord(c) % (self.n_vocab - 2)) for c in text]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return "".join(self.piece(t) for t in ids)
+
+    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
+        return "".join(f"<{m['role']}>{m['content']}" for m in messages) + ("<assistant>" if add_generation_prompt else "")
+
+    def new_detokenizer(self) -> FakeDetokenizer:
+        return FakeDetokenizer(self)

@@ -1,0 +1,1 @@
+"""Dashboard tests (qtui/tui/): state, recording derivation, headless app, snapshots."""
