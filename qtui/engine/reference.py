@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from qtui.engine.ops import AttentionWeights, FfnWeights, GdnWeights, ffn, gated_attention, gated_deltanet, rms_norm
-from qtui.errors import BadRequest, Overloaded, PromptTooLong
+from qtui.engine.slot_book import SlotBook
+from qtui.errors import BadRequest
 
 if TYPE_CHECKING:
     from qtui.model.gguf_file import GGUFModel
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 F32 = np.float32
 
 
-class ReferenceEngine:
+class ReferenceEngine(SlotBook):
     """numpy float32 engine over a `GGUFModel` (any supported quant type; weights dequantized at load)."""
 
     name = "cpu"
@@ -35,8 +36,7 @@ class ReferenceEngine:
         assert max_slots >= 1 and max_context >= 1
         self.model = model
         self.config = cfg = model.config
-        self.max_slots = max_slots
-        self.max_context = max_context
+        self._init_slots(max_slots, max_context, model.config.n_vocab)
         self._load_weights(model)
 
         # --- per-slot pools, indexed by slot id (never by batch position) ---
@@ -48,8 +48,6 @@ class ReferenceEngine:
         s_shape = (max_slots, cfg.ssm_dt_rank, cfg.d_k, cfg.d_v)
         self._conv = {i: np.zeros(conv_shape, F32) for i in cfg.recurrent_layers}  # [slots, d_conv-1, conv_dim] f32
         self._s = {i: np.zeros(s_shape, F32) for i in cfg.recurrent_layers}  # [slots, H_v, d_k, d_v] f32
-        self._length = np.zeros(max_slots, np.int64)  # [slots] tokens in each slot's context
-        self._in_use = np.zeros(max_slots, bool)  # [slots]
 
     def _load_weights(self, model: GGUFModel) -> None:
         """Dequantize every weight of the main stack to float32, numpy order [out, in]."""
@@ -85,12 +83,8 @@ class ReferenceEngine:
     # --- slots ---
 
     def alloc_slot(self) -> int:
-        free = np.flatnonzero(~self._in_use)
-        if free.size == 0:
-            raise Overloaded(f"all {self.max_slots} slots are in use")
-        slot = int(free[0])
+        slot = self._take_free_slot()
         self._zero_slot(slot)
-        self._in_use[slot] = True
         return slot
 
     def _zero_slot(self, slot: int) -> None:
@@ -102,36 +96,6 @@ class ReferenceEngine:
             self._conv[i][slot] = 0.0
             self._s[i][slot] = 0.0
         self._length[slot] = 0
-
-    def free_slot(self, slot: int) -> None:
-        self._check_slot(slot)
-        self._in_use[slot] = False
-
-    def num_free_slots(self) -> int:
-        return int(np.count_nonzero(~self._in_use))
-
-    def slot_length(self, slot: int) -> int:
-        self._check_slot(slot)
-        return int(self._length[slot])
-
-    def _check_slot(self, slot: int) -> None:
-        # The scheduler owns slot ids; a bad one is our bug, not a client's.
-        assert 0 <= slot < self.max_slots, f"slot {slot} out of range 0..{self.max_slots - 1}"
-        assert self._in_use[slot], f"slot {slot} is not allocated"
-
-    def _check_tokens(self, tokens: Sequence[int]) -> list[int]:
-        ids = [int(t) for t in tokens]
-        bad = [t for t in ids if not 0 <= t < self.config.n_vocab]
-        if bad:
-            raise BadRequest(f"token id {bad[0]} is outside the vocabulary (0..{self.config.n_vocab - 1})")
-        return ids
-
-    def _check_room(self, slot: int, n_tokens: int) -> None:
-        """Checked before any state changes, so a refused step leaves the slot as it was."""
-        held = int(self._length[slot])
-        if held + n_tokens > self.max_context:
-            raise PromptTooLong(f"slot {slot} holds {held} tokens; {n_tokens} more exceed the context of "
-                                f"{self.max_context}")
 
     # --- steps ---
 

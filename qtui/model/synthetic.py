@@ -15,7 +15,6 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import gguf
 import numpy as np
@@ -25,9 +24,6 @@ from qtui.model.config import Qwen35Config
 from qtui.model.quants import n_bytes
 from qtui.model.synthetic_recipe import QUANTS, tensor_qtype
 from qtui.model.synthetic_weights import tensor_bytes
-
-if TYPE_CHECKING:
-    from qtui.model.vocab import Vocab
 
 ARCH = "qwen35"
 
@@ -110,21 +106,6 @@ def _add_hparams(w: gguf.GGUFWriter, p: Preset, cfg: Qwen35Config, name: str, qu
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
 
 
-def _add_tokenizer(w: gguf.GGUFWriter, vocab: Vocab) -> None:
-    """tokenizer.* keys as llama.cpp's converter writes them for Qwen (gpt2 BPE, pre qwen35, no BOS)."""
-    w.add_tokenizer_model(vocab.model)
-    w.add_tokenizer_pre(vocab.pre)
-    w.add_token_list(vocab.tokens)
-    w.add_token_types(vocab.token_types)
-    w.add_token_merges(vocab.merges)
-    w.add_eos_token_id(vocab.eos_token_id)
-    w.add_pad_token_id(vocab.padding_token_id)
-    if vocab.bos_token_id is not None:
-        w.add_bos_token_id(vocab.bos_token_id)
-    w.add_add_bos_token(False)
-    w.add_chat_template(vocab.chat_template)
-
-
 def file_tensors(cfg: Qwen35Config) -> dict[str, tuple[int, ...]]:
     """Every tensor the file holds, in write order: embeddings, main stack, MTP block, output norm."""
     main = layout.expected_tensors(cfg)
@@ -142,7 +123,7 @@ def write_model(path: str | Path, preset: str, quant: str = "f32", seed: int = 0
     mtp: add the MTP block (block_count = n_layer + 1, nextn_predict_layers 1), as new converters do.
     tied: False writes a separate `output.weight` head (like the 9B/27B) instead of reusing token_embd.
     """
-    from qtui.model.vocab import build_vocab
+    from qtui.model.vocab import add_to_gguf, build_vocab
 
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
@@ -158,7 +139,7 @@ def write_model(path: str | Path, preset: str, quant: str = "f32", seed: int = 0
     w = gguf.GGUFWriter(part, ARCH)
     try:
         _add_hparams(w, p, cfg, f"qtui-synthetic-{preset}", quant)
-        _add_tokenizer(w, vocab)
+        add_to_gguf(w, vocab)
         for name, shape in tensors.items():
             w.add_tensor_info(name, shape, np.dtype(np.float32), n_bytes(shape, types[name]), raw_dtype=types[name])
         w.write_header_to_file()

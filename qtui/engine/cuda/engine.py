@@ -19,7 +19,8 @@ from qtui.engine.cuda.graphs import GraphCache
 from qtui.engine.cuda.kernels import ATTN_PIECE, MAX_GEMV_ROWS, KernelTable
 from qtui.engine.cuda.step import F32_BYTES, Activations, Pools, build_step
 from qtui.engine.cuda.weights import DeviceWeights
-from qtui.errors import BadRequest, EngineUnavailable, Overloaded, PromptTooLong
+from qtui.engine.slot_book import SlotBook
+from qtui.errors import BadRequest, EngineUnavailable
 from qtui.model.config import Qwen35Config
 
 
@@ -33,7 +34,7 @@ def check_supported(cfg: Qwen35Config) -> None:
         raise EngineUnavailable(f"CUDA conv kernel supports d_conv <= 8, got {cfg.ssm_d_conv}")
 
 
-class CudaEngine:
+class CudaEngine(SlotBook):
     name = "cuda"
 
     def __init__(self, model: Any, max_slots: int = 16, max_context: int = 4096, use_graphs: bool = True,
@@ -44,7 +45,7 @@ class CudaEngine:
         drv.primary_context()
         self.config = cfg = model.config
         check_supported(cfg)
-        self.max_slots, self.max_context = max_slots, max_context
+        self._init_slots(max_slots, max_context, cfg.n_vocab)
         self.max_batch = min(max_slots, MAX_GEMV_ROWS)
         self.use_graphs = use_graphs
         self.stream = drv.new_stream()
@@ -58,8 +59,6 @@ class CudaEngine:
         self._logits_host = drv.PinnedArray((B, cfg.n_vocab), np.float32)
         self.graphs = GraphCache(self.stream)
         self._plans: dict[tuple[int, bool], list[drv.Kernel]] = {}
-        self._length = np.zeros(max_slots, np.int64)  # [slots] tokens held
-        self._in_use = np.zeros(max_slots, bool)
         self.last_host_us = 0.0  # host time of the last decode call up to the sync (us)
         self.last_wall_us = 0.0  # wall time of the last decode call (us)
         self._device_name = drv.device_name()
@@ -82,39 +81,13 @@ class CudaEngine:
 
     def alloc_slot(self) -> int:
         drv.primary_context()
-        free = np.flatnonzero(~self._in_use)
-        if free.size == 0:
-            raise Overloaded(f"all {self.max_slots} slots are in use")
-        slot = int(free[0])
+        slot = self._take_free_slot()
         p = self.pools
         for buf, stride in ((p.conv, p.conv_stride), (p.S, p.s_stride), (p.k, p.kv_stride), (p.v, p.kv_stride)):
             buf.zero(self.stream, offset=slot * stride * F32_BYTES, nbytes=stride * F32_BYTES)
         drv.sync(self.stream)
         self._length[slot] = 0
-        self._in_use[slot] = True
         return slot
-
-    def free_slot(self, slot: int) -> None:
-        self._check_slot(slot)
-        self._in_use[slot] = False
-
-    def num_free_slots(self) -> int:
-        return int(np.count_nonzero(~self._in_use))
-
-    def slot_length(self, slot: int) -> int:
-        self._check_slot(slot)
-        return int(self._length[slot])
-
-    def _check_slot(self, slot: int) -> None:
-        assert 0 <= slot < self.max_slots, f"slot {slot} out of range 0..{self.max_slots - 1}"
-        assert self._in_use[slot], f"slot {slot} is not allocated"
-
-    def _check_tokens(self, tokens: Sequence[int]) -> list[int]:
-        ids = [int(t) for t in tokens]
-        bad = [t for t in ids if not 0 <= t < self.config.n_vocab]
-        if bad:
-            raise BadRequest(f"token id {bad[0]} is outside the vocabulary (0..{self.config.n_vocab - 1})")
-        return ids
 
     # --- steps ---
 
@@ -169,8 +142,7 @@ class CudaEngine:
         assert len(set(slots)) == len(slots), f"decode slots must be distinct: {slots}"
         for slot in slots:
             self._check_slot(slot)
-            if self._length[slot] + 1 > self.max_context:
-                raise PromptTooLong(f"slot {slot} is full ({self.max_context} tokens)")
+            self._check_room(slot, 1)
         out, logits = [], []
         for i in range(0, len(slots), self.max_batch):  # more slots than max_batch: independent chunks
             toks, lg = self._run_decode(slots[i : i + self.max_batch], ids[i : i + self.max_batch], want_logits)
@@ -190,9 +162,7 @@ class CudaEngine:
         ids = self._check_tokens(tokens)
         if not ids:
             raise BadRequest("prefill needs at least one token")
-        start = int(self._length[slot])
-        if start + len(ids) > self.max_context:
-            raise PromptTooLong(f"{start} + {len(ids)} tokens exceed the context of {self.max_context}")
+        self._check_room(slot, len(ids))
         for j, tok in enumerate(ids):  # every image staged first (position start + j): queued copies read them later
             self._stage(j, [slot], [tok])
             self._length[slot] += 1
