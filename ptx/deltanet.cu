@@ -5,107 +5,132 @@
 //   conv: [max_slots][n_gdn][d_conv - 1][C] float32   (the last d_conv-1 inputs, oldest first)
 //   S:    [max_slots][n_gdn][H_v][d_k][d_v] float32
 // Kernels get the layer's base pointer and the per-slot stride.
+//
+// Rows come in runs of rows_per_run consecutive rows of ONE slot (slots[first row of the run]); grid.y = number
+// of runs. A block walks its run's rows in order, each row being exactly the per-token arithmetic of a run of
+// one, so a prefill chunk (one run of m rows, positions p..p+m-1) is bitwise the same tokens fed one per step
+// (DESIGN invariant 1). Decode: rows_per_run = 1, one run per row (each row a different slot).
 #include "common.cuh"
 
 #define MAX_CONV 8
 
 // out[r][c] = silu(sum_j w[c][j] * buf[j][c]) with buf = (state[0..K-2], x[r]), then state <- buf[1..K-1].
-// x, out: [m][C]; w: [C][K] (numpy order of ssm_conv1d). Grid (ceil(C/256), m), 256 threads. K <= 8.
+// x, out: [m][C]; w: [C][K] (numpy order of ssm_conv1d). Grid (ceil(C/256), m / rows_per_run), 256 threads.
+// K <= 8. The window stays in registers across the run's rows (the value a row writes is the next one reads).
 extern "C" __global__ void conv_step_silu(const float* __restrict__ x, const float* __restrict__ w,
                                           float* __restrict__ state, long long slot_stride,
-                                          const int* __restrict__ slots, float* __restrict__ out, int C, int K) {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y;
+                                          const int* __restrict__ slots, float* __restrict__ out, int C, int K,
+                                          int rows_per_run) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x, r0 = blockIdx.y * rows_per_run;
     if (c >= C) return;
-    float* st = state + slot_stride * slots[r] + c;
+    float* st = state + slot_stride * slots[r0] + c;
     float buf[MAX_CONV];
 #pragma unroll
     for (int j = 0; j < MAX_CONV; j++) buf[j] = j < K - 1 ? st[(long long)j * C] : 0.0f;
-    const float xv = x[(long long)r * C + c];
-    float acc = 0.0f;
+    for (int r = r0; r < r0 + rows_per_run; r++) {
+        const float xv = x[(long long)r * C + c];
+        float acc = 0.0f;
+#pragma unroll
+        for (int j = 0; j < MAX_CONV; j++) {
+            if (j < K - 1) acc = fmaf(buf[j], w[c * K + j], acc);
+        }
+        acc = fmaf(xv, w[c * K + K - 1], acc);
+#pragma unroll
+        for (int j = 0; j < MAX_CONV - 1; j++) {  // shift the window (ascending j reads buf[j+1] before it changes)
+            if (j < K - 2) buf[j] = buf[j + 1];
+        }
+#pragma unroll
+        for (int j = 0; j < MAX_CONV; j++) {  // buf[K-2] = xv with a constant index: buf stays in registers
+            if (j == K - 2) buf[j] = xv;
+        }
+        out[(long long)r * C + c] = silu(acc);
+    }
 #pragma unroll
     for (int j = 0; j < MAX_CONV; j++) {
-        if (j < K - 1) acc = fmaf(buf[j], w[c * K + j], acc);
+        if (j < K - 1) st[(long long)j * C] = buf[j];
     }
-    acc = fmaf(xv, w[c * K + K - 1], acc);
-#pragma unroll
-    for (int j = 0; j < MAX_CONV; j++) {
-        if (j < K - 2) st[(long long)j * C] = buf[j + 1];
-    }
-    if (K >= 2) st[(long long)(K - 2) * C] = xv;
-    out[(long long)r * C + c] = silu(acc);
 }
 
-// One delta-rule step for one (value head h, row r), fused with the gated RMSNorm of its output.
-// 4*DK threads: thread t owns column j = t % DK of S, rows [g*DK/4, (g+1)*DK/4) for g = t / DK, in registers;
+// One delta-rule step for one (value head h, run of rows), fused with the gated RMSNorm of its output.
+// 4*DK threads: thread t owns column j = t % DK of S, rows [g*DK/4, (g+1)*DK/4) for g = t / DK, in registers
+// for the whole run (loaded before the first row, stored after the last);
 // the four partial sums over rows are added in the fixed order g = 0, 1, 2, 3.
 // q, k are the l2-normalised k-head h % H_k (GGUF tiled layout); q is also scaled by 1/sqrt(d_k).
 // g = softplus(a + dt_bias) * ssm_a, beta = sigmoid(b).
 //   conv_out: [m][2*H_k*DK + H_v*DK] = [q | k | v]; a, b: [m][H_v]; z, out: [m][H_v][DK]; norm_w: [DK].
-// Grid (H_v, m).
+// Grid (H_v, m / rows_per_run).
 template <int DK>
 __device__ __forceinline__ void delta_body(const float* __restrict__ conv_out, const float* __restrict__ a,
                                            const float* __restrict__ b, const float* __restrict__ ssm_a,
                                            const float* __restrict__ dt_bias, float* __restrict__ S,
                                            long long slot_stride, const int* __restrict__ slots,
                                            const float* __restrict__ z, const float* __restrict__ norm_w,
-                                           float* __restrict__ out, int H_k, int H_v, float eps) {
+                                           float* __restrict__ out, int H_k, int H_v, float eps, int rows_per_run) {
     constexpr int ROWS = DK / 4;
     __shared__ float scratch[33];
     __shared__ float qs[DK], ks[DK], part_kv[4][DK], part_o[4][DK];
-    const int h = blockIdx.x, r = blockIdx.y, t = threadIdx.x, j = t % DK, g = t / DK, kh = h % H_k;
+    const int h = blockIdx.x, r0 = blockIdx.y * rows_per_run, t = threadIdx.x, j = t % DK, g = t / DK;
+    const int kh = h % H_k;
     const long long C = (long long)(2 * H_k + H_v) * DK;
-    const float* row = conv_out + r * C;
-    const float qv = t < DK ? row[kh * DK + t] : 0.0f;
-    const float kv = t < DK ? row[(long long)H_k * DK + kh * DK + t] : 0.0f;
-    const float qss = block_sum(qv * qv, scratch);
-    const float kss = block_sum(kv * kv, scratch);
-    if (t < DK) {
-        qs[t] = qv / sqrtf(qss + 1e-6f) / sqrtf((float)DK);
-        ks[t] = kv / sqrtf(kss + 1e-6f);
-    }
-    __syncthreads();
-    const float x = a[r * H_v + h] + dt_bias[h];
-    const float sp = x > 20.0f ? x : log1pf(expf(x));
-    const float decay = expf(sp * ssm_a[h]);
-    const float beta = 1.0f / (1.0f + expf(-b[r * H_v + h]));
-    const float v = row[(long long)2 * H_k * DK + h * DK + j];
-    float* Sh = S + slot_stride * slots[r] + (long long)h * DK * DK + (long long)g * ROWS * DK + j;
+    float* Sh = S + slot_stride * slots[r0] + (long long)h * DK * DK + (long long)g * ROWS * DK + j;
     const float* kg = ks + g * ROWS;
     const float* qg = qs + g * ROWS;
     float s[ROWS];
-    float kv_part = 0.0f;
 #pragma unroll
-    for (int i = 0; i < ROWS; i++) {
-        s[i] = Sh[i * DK] * decay;
-        kv_part = fmaf(s[i], kg[i], kv_part);
-    }
-    part_kv[g][j] = kv_part;
-    __syncthreads();
-    const float kv_mem = ((part_kv[0][j] + part_kv[1][j]) + part_kv[2][j]) + part_kv[3][j];
-    const float delta = (v - kv_mem) * beta;
-    float o_part = 0.0f;
+    for (int i = 0; i < ROWS; i++) s[i] = Sh[i * DK];
+    for (int r = r0; r < r0 + rows_per_run; r++) {
+        if (r > r0) __syncthreads();  // the previous row's readers of qs/ks/part_* are done before they change
+        const float* row = conv_out + r * C;
+        const float qv = t < DK ? row[kh * DK + t] : 0.0f;
+        const float kv = t < DK ? row[(long long)H_k * DK + kh * DK + t] : 0.0f;
+        const float qss = block_sum(qv * qv, scratch);
+        const float kss = block_sum(kv * kv, scratch);
+        if (t < DK) {
+            qs[t] = qv / sqrtf(qss + 1e-6f) / sqrtf((float)DK);
+            ks[t] = kv / sqrtf(kss + 1e-6f);
+        }
+        __syncthreads();
+        const float x = a[r * H_v + h] + dt_bias[h];
+        const float sp = x > 20.0f ? x : log1pf(expf(x));
+        const float decay = expf(sp * ssm_a[h]);
+        const float beta = 1.0f / (1.0f + expf(-b[r * H_v + h]));
+        const float v = row[(long long)2 * H_k * DK + h * DK + j];
+        float kv_part = 0.0f;
 #pragma unroll
-    for (int i = 0; i < ROWS; i++) {
-        s[i] = fmaf(kg[i], delta, s[i]);
-        o_part = fmaf(s[i], qg[i], o_part);
-        Sh[i * DK] = s[i];
+        for (int i = 0; i < ROWS; i++) {
+            s[i] = s[i] * decay;
+            kv_part = fmaf(s[i], kg[i], kv_part);
+        }
+        part_kv[g][j] = kv_part;
+        __syncthreads();
+        const float kv_mem = ((part_kv[0][j] + part_kv[1][j]) + part_kv[2][j]) + part_kv[3][j];
+        const float delta = (v - kv_mem) * beta;
+        float o_part = 0.0f;
+#pragma unroll
+        for (int i = 0; i < ROWS; i++) {
+            s[i] = fmaf(kg[i], delta, s[i]);
+            o_part = fmaf(s[i], qg[i], o_part);
+        }
+        part_o[g][j] = o_part;
+        __syncthreads();
+        const float o = ((part_o[0][j] + part_o[1][j]) + part_o[2][j]) + part_o[3][j];
+        const float ss = block_sum(g == 0 ? o * o : 0.0f, scratch);
+        if (g == 0) {
+            const long long i = ((long long)r * H_v + h) * DK + j;
+            out[i] = o / sqrtf(ss / (float)DK + eps) * norm_w[j] * silu(z[i]);
+        }
     }
-    part_o[g][j] = o_part;
-    __syncthreads();
-    const float o = ((part_o[0][j] + part_o[1][j]) + part_o[2][j]) + part_o[3][j];
-    const float ss = block_sum(g == 0 ? o * o : 0.0f, scratch);
-    if (g == 0) {
-        const long long i = ((long long)r * H_v + h) * DK + j;
-        out[i] = o / sqrtf(ss / (float)DK + eps) * norm_w[j] * silu(z[i]);
-    }
+#pragma unroll
+    for (int i = 0; i < ROWS; i++) Sh[i * DK] = s[i];
 }
 
 #define DELTA(DK)                                                                                             \
     extern "C" __global__ void __launch_bounds__(4 * DK) delta_step_d##DK(                                    \
         const float* conv_out, const float* a, const float* b, const float* ssm_a, const float* dt_bias,      \
         float* S, long long slot_stride, const int* slots, const float* z, const float* norm_w, float* out,   \
-        int H_k, int H_v, float eps) {                                                                        \
-        delta_body<DK>(conv_out, a, b, ssm_a, dt_bias, S, slot_stride, slots, z, norm_w, out, H_k, H_v, eps); \
+        int H_k, int H_v, float eps, int rows_per_run) {                                                      \
+        delta_body<DK>(conv_out, a, b, ssm_a, dt_bias, S, slot_stride, slots, z, norm_w, out, H_k, H_v, eps,  \
+                       rows_per_run);                                                                         \
     }
 DELTA(64)
 DELTA(128)

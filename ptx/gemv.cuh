@@ -292,13 +292,16 @@ __device__ __forceinline__ void embed_body(const uint8_t* __restrict__ W, const 
         gemv_swiglu_body<FMT, M>(Wg, Wu, x, act, n_in, n_out, rb);                                           \
     }
 
-// Every kernel of one weight type: gemv_/gemv4_/gemv_swiglu_<type>_m{1,2,4,8,16} and embed_<type>. A step
-// with m rows uses the smallest M >= m; rows m..M-1 are padding that reads valid scratch rows and writes only
-// scratch rows, and cannot change the real rows (each row has its own accumulators).
-#define GEMV_ALL(FMT, NAME)                                                                                  \
-    GEMV_M(FMT, NAME, 1) GEMV_M(FMT, NAME, 2) GEMV_M(FMT, NAME, 4) GEMV_M(FMT, NAME, 8)                      \
-    GEMV_M(FMT, NAME, 16)                                                                                    \
+#define EMBED(FMT, NAME)                                                                                     \
     extern "C" __global__ void embed_##NAME(const uint8_t* W, const int* tokens, float* out, int n_embd,     \
                                             long long rb) {                                                  \
         embed_body<FMT>(W, tokens, out, n_embd, rb);                                                         \
     }
+
+// Every FMA kernel of one float weight type: gemv_/gemv4_/gemv_swiglu_<type>_m{1,2,4,8,16} and embed_<type>.
+// A step with m rows uses the smallest M >= m; rows m..M-1 are padding that reads valid scratch rows and
+// writes only scratch rows, and cannot change the real rows (each row has its own accumulators).
+// The integer-quant types (Q4_K, Q5_K, Q6_K, Q8_0) use the tensor-core kernels of mma.cuh and only EMBED here.
+#define GEMV_ALL(FMT, NAME)                                                                                  \
+    GEMV_M(FMT, NAME, 1) GEMV_M(FMT, NAME, 2) GEMV_M(FMT, NAME, 4) GEMV_M(FMT, NAME, 8)                      \
+    GEMV_M(FMT, NAME, 16) EMBED(FMT, NAME)

@@ -1,4 +1,6 @@
-// GEMV kernels for q4_k weights (see gemv.cuh).
+// q4_k weights: tensor-core GEMV/GEMM (mma.cuh) and the embedding lookup (gemv.cuh).
 #include "gemv.cuh"
+#include "mma.cuh"
 
-GEMV_ALL(FmtQ4_K, q4_k)
+EMBED(FmtQ4_K, q4_k)
+MMA_ALL(MmaQ4_K, q4_k)

@@ -1,4 +1,6 @@
-// GEMV kernels for q5_k weights (see gemv.cuh).
+// q5_k weights: tensor-core GEMV/GEMM (mma.cuh) and the embedding lookup (gemv.cuh).
 #include "gemv.cuh"
+#include "mma.cuh"
 
-GEMV_ALL(FmtQ5_K, q5_k)
+EMBED(FmtQ5_K, q5_k)
+MMA_ALL(MmaQ5_K, q5_k)

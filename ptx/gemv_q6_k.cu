@@ -1,4 +1,6 @@
-// GEMV kernels for q6_k weights (see gemv.cuh).
+// q6_k weights: tensor-core GEMV/GEMM (mma.cuh) and the embedding lookup (gemv.cuh).
 #include "gemv.cuh"
+#include "mma.cuh"
 
-GEMV_ALL(FmtQ6_K, q6_k)
+EMBED(FmtQ6_K, q6_k)
+MMA_ALL(MmaQ6_K, q6_k)

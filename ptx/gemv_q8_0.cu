@@ -1,4 +1,6 @@
-// GEMV kernels for q8_0 weights (see gemv.cuh).
+// q8_0 weights: tensor-core GEMV/GEMM (mma.cuh) and the embedding lookup (gemv.cuh).
 #include "gemv.cuh"
+#include "mma.cuh"
 
-GEMV_ALL(FmtQ8_0, q8_0)
+EMBED(FmtQ8_0, q8_0)
+MMA_ALL(MmaQ8_0, q8_0)

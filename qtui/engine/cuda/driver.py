@@ -7,6 +7,7 @@ Python objects own no CUDA resources (nothing is freed by GC): the engine frees 
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -85,9 +86,13 @@ def device_attribute(name: str) -> int:
 
 
 def load_module(stem: str) -> Any:
-    """Load ptx/<stem>.ptx (JIT for this GPU). On failure the CudaError carries the JIT error log."""
+    """Load ptx/<stem>.ptx (JIT for this GPU), or <stem>.ptx from $QTUI_PTX_DIR when that file exists there
+    (kernel experiments: variants built elsewhere, same entry points). On failure the CudaError carries the JIT
+    error log."""
     cu = _cu()
-    image = (PTX_DIR / f"{stem}.ptx").read_bytes() + b"\0"
+    override = Path(os.environ.get("QTUI_PTX_DIR", "")) / f"{stem}.ptx"
+    path = override if os.environ.get("QTUI_PTX_DIR") and override.exists() else PTX_DIR / f"{stem}.ptx"
+    image = path.read_bytes() + b"\0"
     log = bytearray(8192)
     opts = [cu.CUjit_option.CU_JIT_ERROR_LOG_BUFFER, cu.CUjit_option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES]
     err, module = cu.cuModuleLoadDataEx(image, 2, opts, [log, len(log)])

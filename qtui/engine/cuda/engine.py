@@ -2,8 +2,13 @@
 
 Weights live on the device as raw GGUF blocks; per-slot state (KV cache, conv state, float32 delta-rule S)
 lives in pools indexed by slot id and zeroed when a slot is handed out; activations are preallocated for
-max_batch rows. A decode step for m slots is one fixed list of launches (step.py), replayed as one CUDA graph
-per (m, head) (graphs.py). Prefill feeds the prompt one token per step through the same m=1 step.
+max(max_batch, PREFILL_CHUNK) rows. A step is one fixed list of launches (step.py), replayed as one CUDA graph
+per (m, head, run) (graphs.py). A decode step has m rows of m slots (run = 1). Prefill feeds the prompt in
+chunks of PREFILL_CHUNK tokens, one chunk per step: the m rows of a chunk are one slot at consecutive positions,
+a single run of m rows that the recurrent kernels walk in order with the per-token arithmetic. So a chunked
+prefill is bitwise the same prompt fed one token per step, wherever the chunk boundaries fall (GEMV rows are
+M-invariant; attention reads each row's own positions 0..pos after the chunk's K/V are stored): DESIGN
+invariant 1.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from qtui.engine.cuda.weights import DeviceWeights
 from qtui.engine.slot_book import SlotBook
 from qtui.errors import BadRequest, EngineUnavailable
 from qtui.model.config import Qwen35Config
+
+PREFILL_CHUNK = MAX_GEMV_ROWS  # prompt tokens per prefill step: the largest GEMV row bucket
 
 
 def check_supported(cfg: Qwen35Config) -> None:
@@ -52,13 +59,14 @@ class CudaEngine(SlotBook):
         self.kernels = KernelTable()
         self.weights = DeviceWeights(model, self.stream, progress)
         self.pools = self._alloc_pools(cfg)
-        self.acts = Activations(cfg, self.max_batch, (max_context + ATTN_PIECE - 1) // ATTN_PIECE, self.stream)
-        B = self.max_batch
-        self._staging = drv.PinnedArray((max_context, 3, B), np.int32)  # one step-buffer image per prompt token
-        self._out_host = drv.PinnedArray((B,), np.int32)
-        self._logits_host = drv.PinnedArray((B, cfg.n_vocab), np.float32)
+        rows = max(self.max_batch, PREFILL_CHUNK)  # full prefill chunks even with fewer slots than a chunk
+        self.acts = Activations(cfg, rows, (max_context + ATTN_PIECE - 1) // ATTN_PIECE, self.stream)
+        n_images = (max_context + PREFILL_CHUNK - 1) // PREFILL_CHUNK
+        self._staging = drv.PinnedArray((n_images, 3, rows), np.int32)  # one step-buffer image per prefill chunk
+        self._out_host = drv.PinnedArray((self.max_batch,), np.int32)
+        self._logits_host = drv.PinnedArray((self.max_batch, cfg.n_vocab), np.float32)
         self.graphs = GraphCache(self.stream)
-        self._plans: dict[tuple[int, bool], list[drv.Kernel]] = {}
+        self._plans: dict[tuple[int, bool, int], list[drv.Kernel]] = {}
         self.last_host_us = 0.0  # host time of the last decode call up to the sync (us)
         self.last_wall_us = 0.0  # wall time of the last decode call (us)
         self._device_name = drv.device_name()
@@ -91,39 +99,43 @@ class CudaEngine(SlotBook):
 
     # --- steps ---
 
-    def _plan(self, m: int, head: bool) -> list[drv.Kernel]:
-        key = (m, head)
+    def _plan(self, m: int, head: bool, run: int = 1) -> list[drv.Kernel]:
+        """The step's launch list; run = rows per slot run (1: decode, m: a prefill chunk of one slot)."""
+        key = (m, head, run)
         if key not in self._plans:
             self._plans[key] = build_step(self.kernels, self.config, self.weights, self.acts, self.pools, m, head,
-                                          self.max_context)
+                                          self.max_context, run)
         return self._plans[key]
 
-    def _launch_step(self, m: int, head: bool, row: int) -> None:
-        """Copy step-buffer image `row` of the pinned staging to the device, then run the step (graph or eager).
-        All stream-ordered: nothing waits on the host here."""
-        self.acts.step.upload(self._staging.array[row], self.stream)
-        key = (m, head)
+    def _launch_step(self, m: int, head: bool, run: int, image: int) -> None:
+        """Copy step-buffer image `image` of the pinned staging to the device, then run the step (graph or
+        eager). All stream-ordered: nothing waits on the host here."""
+        self.acts.step.upload(self._staging.array[image], self.stream)
+        key = (m, head, run)
         if self.use_graphs:
             if key not in self.graphs:
-                self.graphs.capture(key, self._plan(m, head))
+                self.graphs.capture(key, self._plan(m, head, run))
             self.graphs.replay(key)
         else:
-            for k in self._plan(m, head):
+            for k in self._plan(m, head, run):
                 k.launch(self.stream)
 
-    def _stage(self, row: int, slots: Sequence[int], tokens: Sequence[int]) -> None:
-        st = self._staging.array[row]  # [3, B] int32: tokens | slots | positions
+    def _stage(self, image: int, slots: Sequence[int], tokens: Sequence[int],
+               pos: Sequence[int] | None = None) -> None:
+        """Fill step-buffer image `image`: row r is tokens[r] of slots[r] at pos[r] (default: the slot's length).
+        Rows past m stay 0: padded GEMV rows read token 0, and no per-row kernel runs them."""
+        st = self._staging.array[image]  # [3, rows] int32: tokens | slots | positions
         st[:] = 0
         m = len(slots)
         st[0, :m] = tokens
         st[1, :m] = slots
-        st[2, :m] = self._length[list(slots)]
+        st[2, :m] = self._length[list(slots)] if pos is None else pos
 
     def _run_decode(self, slots: list[int], ids: list[int], want_logits: bool) -> tuple[list[int], np.ndarray | None]:
         t0 = time.perf_counter()
         m = len(slots)
         self._stage(0, slots, ids)
-        self._launch_step(m, True, 0)
+        self._launch_step(m, True, 1, 0)
         self.acts.out_tokens.download(self._out_host.array[:m], self.stream)
         if want_logits:
             self.acts.bufs["logits"].download(self._logits_host.array[:m], self.stream)
@@ -163,14 +175,19 @@ class CudaEngine(SlotBook):
         if not ids:
             raise BadRequest("prefill needs at least one token")
         self._check_room(slot, len(ids))
-        for j, tok in enumerate(ids):  # every image staged first (position start + j): queued copies read them later
-            self._stage(j, [slot], [tok])
-            self._length[slot] += 1
-        for j in range(len(ids)):
-            self._launch_step(1, j == len(ids) - 1, j)
-        self.acts.out_tokens.download(self._out_host.array[:1], self.stream)
+        start = int(self._length[slot])
+        chunks = [ids[i : i + PREFILL_CHUNK] for i in range(0, len(ids), PREFILL_CHUNK)]
+        for c, chunk in enumerate(chunks):  # every image staged first: the queued copies read them later
+            first = start + c * PREFILL_CHUNK
+            self._stage(c, [slot] * len(chunk), chunk, range(first, first + len(chunk)))
+        self._length[slot] += len(ids)
+        for c, chunk in enumerate(chunks):  # one run of len(chunk) rows; the LM head only on the last chunk
+            self._launch_step(len(chunk), c == len(chunks) - 1, len(chunk), c)
+        last = len(chunks[-1]) - 1  # the prompt's last token is the last row of the final chunk
+        self.acts.out_tokens.download(self._out_host.array[:1], self.stream, offset=4 * last)
         if want_logits:
-            self.acts.bufs["logits"].download(self._logits_host.array[:1], self.stream)
+            n_vocab = self.config.n_vocab
+            self.acts.bufs["logits"].download(self._logits_host.array[:1], self.stream, offset=4 * last * n_vocab)
         drv.sync(self.stream)
         return int(self._out_host.array[0]), (self._logits_host.array[0].copy() if want_logits else None)
 
@@ -192,6 +209,7 @@ class CudaEngine(SlotBook):
             "graphs": self.use_graphs,
             "weight_bytes": self.weights.nbytes,
             "attention_piece": ATTN_PIECE,
+            "prefill_chunk": PREFILL_CHUNK,
         }
 
     def close(self) -> None:

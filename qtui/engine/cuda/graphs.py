@@ -1,8 +1,9 @@
 """Graph cache: one CUDA graph per step shape, captured on first use, replayed after (python_stack.md §2).
 
-The key is what really changes the launched work: (m rows, with or without the LM head). Everything else
-(token ids, slot ids, positions, slot lengths) is read by the kernels from fixed device buffers, refreshed by
-a stream-ordered copy before each replay, so one graph serves every step of that shape.
+The key is what really changes the launched work: (m rows, with or without the LM head, rows per slot run:
+1 for a decode step, m for a prefill chunk). Everything else (token ids, slot ids, positions, slot lengths)
+is read by the kernels from fixed device buffers, refreshed by a stream-ordered copy before each replay, so
+one graph serves every step of that shape.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 
 from qtui.engine.cuda.driver import Kernel, check
 
-GraphKey = tuple[int, bool]  # (m rows, head)
+GraphKey = tuple[int, bool, int]  # (m rows, head, rows per slot run)
 
 
 def _cu() -> Any:
@@ -21,7 +22,7 @@ def _cu() -> Any:
 
 
 class GraphCache:
-    """Captured executable graphs keyed by (m, head). Capture uses stream capture on the engine's
+    """Captured executable graphs keyed by (m, head, run). Capture uses stream capture on the engine's
     non-default stream in THREAD_LOCAL mode, so other threads' CUDA calls cannot invalidate it."""
 
     def __init__(self, stream: Any) -> None:

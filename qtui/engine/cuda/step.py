@@ -1,6 +1,10 @@
-"""One decode step for m rows as a fixed list of launch sites (reference/qwen35.md §6, the forward pass).
+"""One step for m rows as a fixed list of launch sites (reference/qwen35.md §6, the forward pass).
 
-Every pointer in the list is fixed: activations are preallocated for max_batch rows, state lives in pools
+A step is either a decode step (m rows, each a different slot) or a prefill chunk (m rows of one slot at
+consecutive positions); only the recurrent kernels care which (`run`: rows per slot run), since GEMVs, norms
+and attention treat every row independently by its own slot and position.
+
+Every pointer in the list is fixed: activations are preallocated for the largest step, state lives in pools
 indexed by slot id, and the per-step values (token ids, slot ids, positions) are read by the kernels from the
 fixed step buffer. So the same list is launched eagerly or captured once into a graph and replayed.
 """
@@ -46,7 +50,8 @@ class Pools:
 
 class Activations:
     """Scratch for gemv_bucket(max_batch) rows (GEMVs pad m up to their bucket), float32, row-major
-    [rows][width], zeroed once; the step buffer holds int32 tokens[B] | slots[B] | pos[B]; out_tokens int32 [B]."""
+    [rows][width], zeroed once; the step buffer holds int32 tokens[B] | slots[B] | pos[B]; out_tokens int32 [B].
+    max_batch is the most rows of any step: decode batch or prefill chunk, whichever is larger."""
 
     def __init__(self, cfg: Qwen35Config, max_batch: int, n_pieces: int, stream) -> None:
         B, hd = max_batch, cfg.head_dim
@@ -85,9 +90,10 @@ class Activations:
 
 
 def build_step(kt: KernelTable, cfg: Qwen35Config, W: DeviceWeights, A: Activations, pools: Pools, m: int,
-               head: bool, max_ctx: int) -> list[Kernel]:
+               head: bool, max_ctx: int, run: int) -> list[Kernel]:
     """Launch sites of one step for rows 0..m-1. head=False stops after the last layer (prefill tokens
-    whose logits nobody reads); head=True adds final norm, LM head and argmax into out_tokens."""
+    whose logits nobody reads); head=True adds final norm, LM head and argmax into out_tokens (every row).
+    run: rows per slot run for the recurrent state, 1 for decode (m slots), m for a prefill chunk (one slot)."""
     D, eps = cfg.n_embd, cfg.rms_eps
     emb = W.matrices["token_embd.weight"]
     ks = [kt.embed(emb.qtype, m, emb.ptr, A.tokens(), A["h"], D)]
@@ -96,7 +102,7 @@ def build_step(kt: KernelTable, cfg: Qwen35Config, W: DeviceWeights, A: Activati
         p = f"blk.{i}."
         ks.append(kt.rmsnorm(m, A["h"], W.vectors[p + "attn_norm.weight"], A["x"], D, eps))
         if cfg.recurrent[i]:
-            ks += _gdn(kt, cfg, W, A, pools, m, p, gdn_i)
+            ks += _gdn(kt, cfg, W, A, pools, m, p, gdn_i, run)
             gdn_i += 1
         else:
             ks += _attention(kt, cfg, W, A, pools, m, p, attn_i, max_ctx)
@@ -124,7 +130,7 @@ def _projections(kt: KernelTable, m: int, x: int, pairs: list) -> list[Kernel]:
 
 
 def _gdn(kt: KernelTable, cfg: Qwen35Config, W: DeviceWeights, A: Activations, pools: Pools, m: int, p: str,
-         li: int) -> list[Kernel]:
+         li: int, run: int) -> list[Kernel]:
     """Gated DeltaNet layer li (§2.3): projections, conv step, delta rule, gated norm, out projection + residual."""
     M, V = W.matrices, W.vectors
     conv_base = int(pools.conv) + F32_BYTES * li * pools.conv_layer
@@ -133,10 +139,10 @@ def _gdn(kt: KernelTable, cfg: Qwen35Config, W: DeviceWeights, A: Activations, p
             (M[p + "ssm_beta.weight"], A["b"]), (M[p + "ssm_alpha.weight"], A["a"])]
     return _projections(kt, m, A["x"], proj) + [
         kt.conv_step_silu(m, A["qkv"], V[p + "ssm_conv1d.weight"], conv_base, pools.conv_stride, A.slots(),
-                          A["conv_out"], cfg.conv_dim, cfg.ssm_d_conv),
+                          A["conv_out"], cfg.conv_dim, cfg.ssm_d_conv, run),
         kt.delta_step(m, cfg.d_k, A["conv_out"], A["a"], A["b"], V[p + "ssm_a"], V[p + "ssm_dt.bias"], s_base,
                       pools.s_stride, A.slots(), A["z"], V[p + "ssm_norm.weight"], A["o2"], cfg.ssm_n_group,
-                      cfg.ssm_dt_rank, cfg.rms_eps),
+                      cfg.ssm_dt_rank, cfg.rms_eps, run),
         _gemv(kt, M[p + "ssm_out.weight"], m, A["o2"], A["h"], res=A["h"]),
     ]
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from qtui.engine.cuda import driver as drv
-from qtui.engine.cuda.kernels import GEMV_BUCKETS, MAX_GEMV_ROWS, UNIT_BYTES, gemv_bucket, qtype_name
+from qtui.engine.cuda.kernels import (GEMV_BUCKETS, MAX_GEMV_ROWS, MMA_TYPES, UNIT_BYTES, KernelTable, gemv_bucket,
+                                     mma_tiles, qtype_name)
 from qtui.errors import CudaError, EngineUnavailable
 
 
@@ -47,6 +48,27 @@ def test_gemv_bucket_is_smallest_instantiation_at_least_m():
     for m in range(1, MAX_GEMV_ROWS + 1):
         b = gemv_bucket(m)
         assert b in GEMV_BUCKETS and b >= m and all(x < m for x in GEMV_BUCKETS if x < b)
+
+
+def test_mma_token_tiles_cover_m_with_fewest_tiles():
+    for m in range(1, MAX_GEMV_ROWS + 1):
+        assert 8 * mma_tiles(m) >= m > 8 * (mma_tiles(m) - 1)
+
+
+def test_integer_quant_gemvs_launch_tensor_core_kernels_with_m(monkeypatch):
+    """Quant types go to ptx/mma.cuh (16-row tiles, 256 threads, real m passed); float types keep the FMA path."""
+    kt = KernelTable()
+    monkeypatch.setattr(kt, "fn", lambda module, name: (module, name))
+    for qtype in MMA_TYPES:
+        k = kt.gemv(qtype, 11, 1, 2, 3, 0, 512, 40)
+        assert k.name == f"mma_gemv_{qtype}_n2" and k.grid == (3, 1, 1) and k.block == 256
+        assert k.cells[-1][0] == 11
+        k = kt.gemv_swiglu(qtype, 3, 1, 2, 3, 4, 512, 17)
+        assert k.name == f"mma_swiglu_{qtype}_n1" and k.grid == (2, 1, 1)
+        k = kt.gemv4(qtype, 5, [(1, 2, 40), (3, 4, 16)], 9, 512)
+        assert k.name == f"mma_gemv4_{qtype}_n1" and k.grid == (4, 1, 1)
+    k = kt.gemv("f16", 11, 1, 2, 3, 0, 512, 40)
+    assert k.name == "gemv_f16_m16" and k.grid == (10, 1, 1) and k.block == 128
 
 
 def test_weight_type_table_matches_gguf_block_sizes():

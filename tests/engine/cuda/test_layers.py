@@ -119,6 +119,67 @@ def test_conv_and_delta_step_over_three_steps(gpu, dk):
     assert np.array_equal(gpu.get(S_buf, S.shape)[untouched], S[untouched])
 
 
+@pytest.mark.parametrize("dk", [64, 128])
+@pytest.mark.parametrize("run", [2, 5, 16])
+def test_conv_and_delta_runs_of_rows_are_tokens_in_order(gpu, dk, run):
+    """Two runs of `run` rows (two slots, a prefill chunk each) in one launch: each run's rows are that slot's
+    tokens in order, against the oracle row by row, and BITWISE what the same tokens give fed one row per slot
+    per launch (run = 1, the decode step): outputs and both states."""
+    rng = np.random.default_rng()
+    H_k, H_v, K, n_slots, eps = 2, 4, 4, 5, 1e-6
+    C = (2 * H_k + H_v) * dk
+    run_slots = [3, 1]
+    m = run * len(run_slots)
+    conv_w = rng.uniform(-0.5, 0.5, (C, K)).astype(np.float32)
+    ssm_a = -rng.uniform(1, 16, H_v).astype(np.float32)
+    dt_bias = rng.uniform(-7, -2, H_v).astype(np.float32)
+    norm_w = (1 + 0.1 * rng.standard_normal(dk)).astype(np.float32)
+    conv_state = rng.standard_normal((n_slots, K - 1, C)).astype(np.float32)
+    S = (0.1 * rng.standard_normal((n_slots, H_v, dk, dk))).astype(np.float32)
+    x = rng.standard_normal((m, C)).astype(np.float32)  # row i*run + t: token t of run i
+    a, b = rng.standard_normal((2, m, H_v)).astype(np.float32)
+    z = rng.standard_normal((m, H_v, dk)).astype(np.float32)
+    w_buf, a_dev, dt_dev, nw_dev = gpu.put(conv_w), gpu.put(ssm_a), gpu.put(dt_bias), gpu.put(norm_w)
+
+    def launch(rows, n_run, st_buf, S_buf):
+        """rows of x/a/b/z in runs of n_run; returns (conv_out, out) on the host."""
+        mm = len(rows)
+        sl = gpu.put(np.array([run_slots[r // run] for r in rows], np.int32))
+        conv_out, o = gpu.poisoned((mm, C)), gpu.poisoned((mm, H_v, dk))
+        gpu.run(
+            gpu.kt.conv_step_silu(mm, int(gpu.put(x[rows])), int(w_buf), int(st_buf), (K - 1) * C, int(sl),
+                                  int(conv_out), C, K, n_run),
+            gpu.kt.delta_step(mm, dk, int(conv_out), int(gpu.put(a[rows])), int(gpu.put(b[rows])), int(a_dev),
+                              int(dt_dev), int(S_buf), H_v * dk * dk, int(sl), int(gpu.put(z[rows])), int(nw_dev),
+                              int(o), H_k, H_v, eps, n_run),
+        )
+        return gpu.get(conv_out, (mm, C)), gpu.get(o, (mm, H_v, dk))
+
+    st_run, S_run = gpu.put(conv_state), gpu.put(S)
+    co_run, o_run = launch(list(range(m)), run, st_run, S_run)
+    st_one, S_one = gpu.put(conv_state), gpu.put(S)
+    co_one, o_one = np.empty_like(co_run), np.empty_like(o_run)
+    for t in range(run):  # decode steps: one row of each slot per launch
+        rows = [i * run + t for i in range(len(run_slots))]
+        co_one[rows], o_one[rows] = launch(rows, 1, st_one, S_one)
+    bits = lambda v: v.view(np.uint32)  # noqa: E731
+    assert np.array_equal(bits(co_run), bits(co_one)) and np.array_equal(bits(o_run), bits(o_one))
+    assert np.array_equal(bits(gpu.get(st_run, conv_state.shape)), bits(gpu.get(st_one, conv_state.shape)))
+    assert np.array_equal(bits(gpu.get(S_run, S.shape)), bits(gpu.get(S_one, S.shape)))
+
+    cs64, S64 = conv_state.astype(F64), S.astype(F64)
+    for r in range(m):  # the oracle, token by token
+        s = run_slots[r // run]
+        window = np.concatenate([cs64[s], x[r][None].astype(F64)])
+        cs64[s] = window[1:]
+        mixed = ops.silu(np.sum(window * conv_w.T.astype(F64), axis=0))
+        ref = _delta_oracle(mixed, a[r], b[r], ssm_a, dt_bias, S64[s], H_k, H_v, dk, z[r], norm_w, eps)
+        assert _rel(o_run[r], ref) < 1e-4, f"row {r}"  # S carries error across the run
+    np.testing.assert_allclose(gpu.get(st_run, conv_state.shape), cs64, rtol=0, atol=0)  # pure copies
+    untouched = [s for s in range(n_slots) if s not in run_slots]
+    assert np.array_equal(gpu.get(S_run, S.shape)[untouched], S[untouched])
+
+
 def test_attention_decode_against_softmax(gpu):
     """q/k norm + RoPE + KV store + split attention + gate, lengths spanning 1..3 pieces, slots != rows."""
     rng = np.random.default_rng()
