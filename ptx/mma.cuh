@@ -22,11 +22,13 @@
 #include <stdint.h>
 
 #define MMA_WARPS 8
-#ifndef MMA_MIN_BLOCKS
-#define MMA_MIN_BLOCKS 1  // __launch_bounds__ minimum resident blocks per SM (caps registers)
-#endif
+// Resident blocks per SM asked of ptxas (__launch_bounds__; caps registers at 64/thread for 4). Measured on the
+// H200 (tests/engine/cuda/gemv_speed.py): 4 blocks with no register prefetch beat 1-2 blocks with a 2-4 deep
+// ring by up to 1.7x. NT=2 kernels get 3 (4 spills hundreds of bytes), the two-tile swiglu at NT=2 gets 2.
+#define MMA_MIN_BLOCKS(NT) ((NT) == 1 ? 4 : 3)
+#define MMA_SWIGLU_MIN_BLOCKS(NT) ((NT) == 1 ? 4 : 2)
 #ifndef MMA_DEPTH
-#define MMA_DEPTH 2  // chunks (weights + x) per warp in flight (register ring); 3 and 4 measured no faster
+#define MMA_DEPTH 1  // chunks (weights + x) per warp loaded ahead of use (register ring): 1 = none, see above
 #endif
 
 __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
@@ -376,12 +378,12 @@ __device__ __forceinline__ void mma_gemv_body(const uint8_t* W, const float* x, 
 }
 
 #define MMA_M(FMT, NAME, NT)                                                                                  \
-    extern "C" __global__ void __launch_bounds__(32 * MMA_WARPS, MMA_MIN_BLOCKS) mma_gemv_##NAME##_n##NT(                     \
+    extern "C" __global__ void __launch_bounds__(32 * MMA_WARPS, MMA_MIN_BLOCKS(NT)) mma_gemv_##NAME##_n##NT(                     \
         const uint8_t* W, const float* x, float* y, const float* res, int n_in, int n_out, long long rb,      \
         int m) {                                                                                              \
         mma_gemv_body<FMT, NT>(W, x, y, res, n_in, n_out, rb, m, blockIdx.x);                                 \
     }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(32 * MMA_WARPS, MMA_MIN_BLOCKS) mma_gemv4_##NAME##_n##NT(                    \
+    extern "C" __global__ void __launch_bounds__(32 * MMA_WARPS, MMA_MIN_BLOCKS(NT)) mma_gemv4_##NAME##_n##NT(                    \
         const uint8_t* W0, float* y0, int n0, const uint8_t* W1, float* y1, int n1, const uint8_t* W2,        \
         float* y2, int n2, const uint8_t* W3, float* y3, int n3, const float* x, int n_in, long long rb,      \
         int m) {                                                                                              \
@@ -394,7 +396,7 @@ __device__ __forceinline__ void mma_gemv_body(const uint8_t* W, const float* x, 
         if (b < b2) { mma_gemv_body<FMT, NT>(W2, x, y2, nullptr, n_in, n2, rb, m, b); return; }               \
         mma_gemv_body<FMT, NT>(W3, x, y3, nullptr, n_in, n3, rb, m, b - b2);                                  \
     }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(32 * MMA_WARPS, MMA_MIN_BLOCKS) mma_swiglu_##NAME##_n##NT(                   \
+    extern "C" __global__ void __launch_bounds__(32 * MMA_WARPS, MMA_SWIGLU_MIN_BLOCKS(NT)) mma_swiglu_##NAME##_n##NT(                   \
         const uint8_t* Wg, const uint8_t* Wu, const float* x, float* act, int n_in, int n_out, long long rb,  \
         int m) {                                                                                              \
         const uint8_t* Ws[2] = {Wg, Wu};                                                                      \
