@@ -23,13 +23,11 @@
 
 #define MMA_WARPS 8
 // Resident blocks per SM asked of ptxas (__launch_bounds__; caps registers at 64/thread for 4). Measured on the
-// H200 (tests/engine/cuda/gemv_speed.py): 4 blocks with no register prefetch beat 1-2 blocks with a 2-4 deep
-// ring by up to 1.7x. NT=2 kernels get 3 (4 spills hundreds of bytes), the two-tile swiglu at NT=2 gets 2.
+// H200 (tests/engine/cuda/gemv_speed.py): 4 blocks loading one chunk at a time beat 1-2 blocks with a 2-4 deep
+// register ring of chunks loaded ahead by up to 1.7x. NT=2 kernels get 3 (4 spills hundreds of bytes), the
+// two-tile swiglu at NT=2 gets 2.
 #define MMA_MIN_BLOCKS(NT) ((NT) == 1 ? 4 : 3)
 #define MMA_SWIGLU_MIN_BLOCKS(NT) ((NT) == 1 ? 4 : 2)
-#ifndef MMA_DEPTH
-#define MMA_DEPTH 1  // chunks (weights + x) per warp loaded ahead of use (register ring): 1 = none, see above
-#endif
 
 __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
     asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -187,7 +185,7 @@ struct MmaQ8_0 {
     }
 };
 
-// One ring stage: a lane's raw weight registers for chunk ch of its 2R rows, and its x values of the chunk for
+// One stage: a lane's raw weight registers for chunk ch of its 2R rows, and its x values of the chunk for
 // the NT token tiles (zeros for tokens >= m). Nothing is loaded past the last chunk.
 template <class F, int R, int NT>
 struct Stage {
@@ -228,20 +226,13 @@ __device__ __forceinline__ void mma_warp(const uint8_t* const (&rows)[R][2], con
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
             for (int i = 0; i < 4; i++) acc[r][nt][i] = 0.0f;
-    // A ring of DEPTH stages per lane: the loads of the next DEPTH-1 chunks (weights and x) are in flight while
-    // one is computed; the loop is unrolled by DEPTH so every ring index is a compile-time constant.
-    constexpr int DEPTH = MMA_DEPTH;
-    Stage<F, R, NT> ring[DEPTH];
-#pragma unroll
-    for (int k = 0; k < DEPTH - 1; k++) mma_load<F, R, NT>(rows, x, n_in, m, warp + k * MMA_WARPS, n_ch, g, t, ring[k]);
-    for (int base = warp; base < n_ch; base += DEPTH * MMA_WARPS) {
-#pragma unroll
-        for (int k = 0; k < DEPTH; k++) {
-        const int ch = base + k * MMA_WARPS;
-        if (ch >= n_ch) break;
-        mma_load<F, R, NT>(rows, x, n_in, m, ch + (DEPTH - 1) * MMA_WARPS, n_ch, g, t, ring[(k + DEPTH - 1) % DEPTH]);
-        const typename F::Raw(&cur)[R][2] = ring[k].w;
-        const float4(&xv)[F::SLICES][NT] = ring[k].x;
+    // One chunk at a time: weights and x of the chunk loaded, then computed. (A register ring loading 1-3 chunks
+    // ahead measured no faster on the H200 and cost occupancy: see MMA_MIN_BLOCKS.)
+    for (int ch = warp; ch < n_ch; ch += MMA_WARPS) {
+        Stage<F, R, NT> st;
+        mma_load<F, R, NT>(rows, x, n_in, m, ch, n_ch, g, t, st);
+        const typename F::Raw(&cur)[R][2] = st.w;
+        const float4(&xv)[F::SLICES][NT] = st.x;
         const int c = ch % F::CHUNKS;
 #pragma unroll
         for (int grp = 0; grp < F::SLICES / F::GROUP; grp++) {
@@ -309,7 +300,6 @@ __device__ __forceinline__ void mma_warp(const uint8_t* const (&rows)[R][2], con
                     }
                 }
             }
-        }
         }
     }
 }

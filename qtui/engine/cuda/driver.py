@@ -90,8 +90,9 @@ def load_module(stem: str) -> Any:
     (kernel experiments: variants built elsewhere, same entry points). On failure the CudaError carries the JIT
     error log."""
     cu = _cu()
-    override = Path(os.environ.get("QTUI_PTX_DIR", "")) / f"{stem}.ptx"
-    path = override if os.environ.get("QTUI_PTX_DIR") and override.exists() else PTX_DIR / f"{stem}.ptx"
+    variant_dir = os.environ.get("QTUI_PTX_DIR")
+    variant = Path(variant_dir) / f"{stem}.ptx" if variant_dir else None
+    path = variant if variant is not None and variant.exists() else PTX_DIR / f"{stem}.ptx"
     image = path.read_bytes() + b"\0"
     log = bytearray(8192)
     opts = [cu.CUjit_option.CU_JIT_ERROR_LOG_BUFFER, cu.CUjit_option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES]

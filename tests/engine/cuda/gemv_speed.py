@@ -57,12 +57,13 @@ def main() -> int:
             else:
                 k = kt.gemv(qtype, m, int(ws[0]), int(x), int(ys[0]), 0, n_in, outs[0])
             graphs = GraphCache(stream)
-            graphs.capture((m, False), [k] * 20)
-            graphs.replay((m, False))
+            key = (m, False, 1)
+            graphs.capture(key, [k] * 20)
+            graphs.replay(key)
             t0, t1 = drv.Event(), drv.Event()
             t0.record(stream)
             for _ in range(10):
-                graphs.replay((m, False))
+                graphs.replay(key)
             t1.record(stream)
             t1.synchronize()
             us = t1.elapsed_ms(t0) * 1e3 / 200

@@ -8,8 +8,7 @@ export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 PORT=${PORT:-8791}
 for preset in ${1:-4b}; do
-  python3 -m qtui make-model "/tmp/$preset.gguf" --preset "$preset" --quant q4_k_m > /dev/null 2>&1 \
-    || python3 -c "from qtui.model.synthetic import write_model; write_model('/tmp/$preset.gguf', '$preset', 'q4_k_m', progress=False)"
+  python3 -m qtui make-model "/tmp/$preset.gguf" --preset "$preset" --quant q4_k_m > /dev/null || exit 1
   python3 -m qtui serve "/tmp/$preset.gguf" --engine cuda --port $PORT --max-batch 16 > "$OUT/serve-$preset.log" 2>&1 &
   srv=$!
   for _ in $(seq 120); do grep -q "listening\|serving\|ws://" "$OUT/serve-$preset.log" && break; sleep 0.5; done
