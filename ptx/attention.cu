@@ -6,6 +6,7 @@
 // The KV sequence is split into pieces of a FIXED size (ATTN_PIECE positions, counted from position 0), so the
 // reduction order depends only on the slot's own length: batch-invariant (DESIGN invariant 1).
 #include "common.cuh"
+#include "split.cuh"
 
 #define ATTN_PIECE 256
 
@@ -19,6 +20,7 @@ extern "C" __global__ void qk_norm_rope_store(const float* __restrict__ qg, cons
                                               long long slot_stride, const int* __restrict__ slots,
                                               const int* __restrict__ pos, int n_head, int n_kv, int max_ctx,
                                               int n_rot, float theta, float eps) {
+    pdl_enter();
     __shared__ float scratch[33];
     __shared__ float xn[512];
     const int hd = blockDim.x, t = threadIdx.x, r = blockIdx.y, head = blockIdx.x;
@@ -55,6 +57,7 @@ extern "C" __global__ void attn_partial(const float* __restrict__ q, const float
                                         const float* __restrict__ v_cache, long long slot_stride,
                                         const int* __restrict__ slots, const int* __restrict__ pos,
                                         float* __restrict__ part, int n_head, int n_kv, int hd, int n_pieces_max) {
+    pdl_enter();
     __shared__ float scratch[33];
     __shared__ float qs[256];
     __shared__ float score[ATTN_PIECE];
@@ -96,10 +99,13 @@ extern "C" __global__ void attn_partial(const float* __restrict__ q, const float
 }
 
 // Combine the pieces in order and apply the output gate: out = (sum_p acc_p e^(m_p - M)) / (sum_p s_p
-// e^(m_p - M)) * sigmoid(gate). Grid (n_head, m), hd threads. out: [m][n_head][hd].
+// e^(m_p - M)) * sigmoid(gate), written in the split format (split.cuh) for the attn_output GEMV.
+// Grid (n_head, m), hd threads. out: split quads [m][n_head*hd/4], out_sum: [m][n_head*hd/16].
 extern "C" __global__ void attn_combine(const float* __restrict__ part, const float* __restrict__ qg,
-                                        const int* __restrict__ pos, float* __restrict__ out, int n_head,
-                                        int n_pieces_max) {
+                                        const int* __restrict__ pos, uint4* __restrict__ out,
+                                        float* __restrict__ out_sum, int n_head, int n_pieces_max) {
+    pdl_enter();
+    __shared__ float ov[256];
     const int hd = blockDim.x, t = threadIdx.x, head = blockIdx.x, r = blockIdx.y;
     const int n_pieces = (pos[r] + ATTN_PIECE) / ATTN_PIECE;  // ceil((pos + 1) / ATTN_PIECE)
     const float* pr = part + ((long long)r * n_head + head) * n_pieces_max * (hd + 2);
@@ -113,5 +119,12 @@ extern "C" __global__ void attn_combine(const float* __restrict__ part, const fl
         acc = fmaf(pp[t], f, acc);
     }
     const float gate = qg[((long long)r * n_head + head) * 2 * hd + hd + t];
-    out[((long long)r * n_head + head) * hd + t] = acc / s * sigmoid(gate);
+    ov[t] = acc / s * sigmoid(gate);
+    __syncthreads();
+    if (t < ((hd / 4 + 31) & ~31)) {  // whole warps pack the head's hd/4 quads
+        const bool active = t < hd / 4;
+        const float4 v = active ? reinterpret_cast<const float4*>(ov)[t] : make_float4(0.f, 0.f, 0.f, 0.f);
+        store_split(out + (long long)r * (n_head * hd / 4), out_sum + (long long)r * (n_head * hd / 16),
+                    head * (hd / 4) + t, active, v);
+    }
 }

@@ -3,6 +3,22 @@
 #pragma once
 #include <stdint.h>
 
+// Programmatic Dependent Launch (sm_90). Every step kernel is launched with the programmatic-stream-
+// serialization attribute, so it may start while the kernel before it drains. Contract for every kernel:
+//   * pdl_launch_dependents() early: the NEXT kernel may then be scheduled on free SMs;
+//   * pdl_wait() before its first read of anything an earlier kernel wrote and before its first global write
+//     (it returns once the previous grid has completed and its writes are visible; since every kernel waits
+//     before it completes, that covers all earlier kernels too). Only reads of data no kernel writes (the
+//     weights) may come before it: that is how a GEMV gets its first weights in flight across the boundary.
+// Launched without the attribute, both are no-ops.
+__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+// The usual prologue of a kernel that reads nothing before its inputs are ready.
+__device__ __forceinline__ void pdl_enter() {
+    pdl_launch_dependents();
+    pdl_wait();
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);

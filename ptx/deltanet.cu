@@ -11,6 +11,7 @@
 // one, so a prefill chunk (one run of m rows, positions p..p+m-1) is bitwise the same tokens fed one per step
 // (DESIGN invariant 1). Decode: rows_per_run = 1, one run per row (each row a different slot).
 #include "common.cuh"
+#include "split.cuh"
 
 #define MAX_CONV 8
 
@@ -21,6 +22,7 @@ extern "C" __global__ void conv_step_silu(const float* __restrict__ x, const flo
                                           float* __restrict__ state, long long slot_stride,
                                           const int* __restrict__ slots, float* __restrict__ out, int C, int K,
                                           int rows_per_run) {
+    pdl_enter();
     const int c = blockIdx.x * blockDim.x + threadIdx.x, r0 = blockIdx.y * rows_per_run;
     if (c >= C) return;
     float* st = state + slot_stride * slots[r0] + c;
@@ -51,13 +53,15 @@ extern "C" __global__ void conv_step_silu(const float* __restrict__ x, const flo
     }
 }
 
-// One delta-rule step for one (value head h, run of rows), fused with the gated RMSNorm of its output.
+// One delta-rule step for one (value head h, run of rows), fused with the gated RMSNorm of its output, which is
+// written in the split format (split.cuh) for the ssm_out GEMV.
 // 4*DK threads: thread t owns column j = t % DK of S, rows [g*DK/4, (g+1)*DK/4) for g = t / DK, in registers
 // for the whole run (loaded before the first row, stored after the last);
 // the four partial sums over rows are added in the fixed order g = 0, 1, 2, 3.
 // q, k are the l2-normalised k-head h % H_k (GGUF tiled layout); q is also scaled by 1/sqrt(d_k).
 // g = softplus(a + dt_bias) * ssm_a, beta = sigmoid(b).
-//   conv_out: [m][2*H_k*DK + H_v*DK] = [q | k | v]; a, b: [m][H_v]; z, out: [m][H_v][DK]; norm_w: [DK].
+//   conv_out: [m][2*H_k*DK + H_v*DK] = [q | k | v]; a, b: [m][H_v]; z: [m][H_v][DK]; norm_w: [DK];
+//   out: split quads [m][H_v*DK/4], out_sum: [m][H_v*DK/16].
 // Grid (H_v, m / rows_per_run).
 template <int DK>
 __device__ __forceinline__ void delta_body(const float* __restrict__ conv_out, const float* __restrict__ a,
@@ -65,10 +69,12 @@ __device__ __forceinline__ void delta_body(const float* __restrict__ conv_out, c
                                            const float* __restrict__ dt_bias, float* __restrict__ S,
                                            long long slot_stride, const int* __restrict__ slots,
                                            const float* __restrict__ z, const float* __restrict__ norm_w,
-                                           float* __restrict__ out, int H_k, int H_v, float eps, int rows_per_run) {
+                                           uint4* __restrict__ out, float* __restrict__ out_sum, int H_k, int H_v,
+                                           float eps, int rows_per_run) {
     constexpr int ROWS = DK / 4;
     __shared__ float scratch[33];
-    __shared__ float qs[DK], ks[DK], part_kv[4][DK], part_o[4][DK];
+    __shared__ float qs[DK], ks[DK], part_kv[4][DK], part_o[4][DK], ov[DK];
+    pdl_enter();
     const int h = blockIdx.x, r0 = blockIdx.y * rows_per_run, t = threadIdx.x, j = t % DK, g = t / DK;
     const int kh = h % H_k;
     const long long C = (long long)(2 * H_k + H_v) * DK;
@@ -117,7 +123,14 @@ __device__ __forceinline__ void delta_body(const float* __restrict__ conv_out, c
         const float ss = block_sum(g == 0 ? o * o : 0.0f, scratch);
         if (g == 0) {
             const long long i = ((long long)r * H_v + h) * DK + j;
-            out[i] = o / sqrtf(ss / (float)DK + eps) * norm_w[j] * silu(z[i]);
+            ov[j] = o / sqrtf(ss / (float)DK + eps) * norm_w[j] * silu(z[i]);
+        }
+        __syncthreads();
+        if (t < 32) {  // warp 0 packs the head's DK values: quad t of the head, slices of 4 lanes
+            const bool active = t < DK / 4;
+            const float4 v = active ? reinterpret_cast<const float4*>(ov)[t] : make_float4(0.f, 0.f, 0.f, 0.f);
+            store_split(out + (long long)r * (H_v * DK / 4), out_sum + (long long)r * (H_v * DK / 16), h * (DK / 4) + t,
+                        active, v);
         }
     }
 #pragma unroll
@@ -127,10 +140,10 @@ __device__ __forceinline__ void delta_body(const float* __restrict__ conv_out, c
 #define DELTA(DK)                                                                                             \
     extern "C" __global__ void __launch_bounds__(4 * DK) delta_step_d##DK(                                    \
         const float* conv_out, const float* a, const float* b, const float* ssm_a, const float* dt_bias,      \
-        float* S, long long slot_stride, const int* slots, const float* z, const float* norm_w, float* out,   \
-        int H_k, int H_v, float eps, int rows_per_run) {                                                      \
-        delta_body<DK>(conv_out, a, b, ssm_a, dt_bias, S, slot_stride, slots, z, norm_w, out, H_k, H_v, eps,  \
-                       rows_per_run);                                                                         \
+        float* S, long long slot_stride, const int* slots, const float* z, const float* norm_w, uint4* out,   \
+        float* out_sum, int H_k, int H_v, float eps, int rows_per_run) {                                      \
+        delta_body<DK>(conv_out, a, b, ssm_a, dt_bias, S, slot_stride, slots, z, norm_w, out, out_sum, H_k,   \
+                       H_v, eps, rows_per_run);                                                               \
     }
 DELTA(64)
 DELTA(128)

@@ -1,6 +1,4 @@
-// q4_k weights: tensor-core GEMV/GEMM (mma.cuh) and the embedding lookup (gemv.cuh).
-#include "gemv.cuh"
+// q4_k weights: tensor-core GEMV/GEMM and the embedding lookup over the repacked tiles (mma.cuh).
 #include "mma.cuh"
 
-EMBED(FmtQ4_K, q4_k)
-MMA_ALL(MmaQ4_K, q4_k)
+MMA_ALL(TQ4_K, q4_k)

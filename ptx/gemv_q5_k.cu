@@ -1,6 +1,4 @@
-// q5_k weights: tensor-core GEMV/GEMM (mma.cuh) and the embedding lookup (gemv.cuh).
-#include "gemv.cuh"
+// q5_k weights: tensor-core GEMV/GEMM and the embedding lookup over the repacked tiles (mma.cuh).
 #include "mma.cuh"
 
-EMBED(FmtQ5_K, q5_k)
-MMA_ALL(MmaQ5_K, q5_k)
+MMA_ALL(TQ5_K, q5_k)

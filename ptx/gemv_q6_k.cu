@@ -1,6 +1,4 @@
-// q6_k weights: tensor-core GEMV/GEMM (mma.cuh) and the embedding lookup (gemv.cuh).
-#include "gemv.cuh"
+// q6_k weights: tensor-core GEMV/GEMM and the embedding lookup over the repacked tiles (mma.cuh).
 #include "mma.cuh"
 
-EMBED(FmtQ6_K, q6_k)
-MMA_ALL(MmaQ6_K, q6_k)
+MMA_ALL(TQ6_K, q6_k)

@@ -1,6 +1,4 @@
-// q8_0 weights: tensor-core GEMV/GEMM (mma.cuh) and the embedding lookup (gemv.cuh).
-#include "gemv.cuh"
+// q8_0 weights: tensor-core GEMV/GEMM and the embedding lookup over the repacked tiles (mma.cuh).
 #include "mma.cuh"
 
-EMBED(FmtQ8_0, q8_0)
-MMA_ALL(MmaQ8_0, q8_0)
+MMA_ALL(TQ8_0, q8_0)

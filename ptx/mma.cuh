@@ -1,33 +1,42 @@
-// Tensor-core GEMV/GEMM over raw GGUF blocks of the integer-quant types (Q4_K, Q5_K, Q6_K, Q8_0):
-//   y[tok][o] = (res ? res[tok][o] : 0) + sum_k W[o][k] * x[tok][k]     for tok < m.
+// Tensor-core GEMV/GEMM over the integer-quant types (Q4_K, Q5_K, Q6_K, Q8_0), weights REPACKED at load time
+// into 16-row tiles (qtui/engine/cuda/repack.py; same bytes as the GGUF rows), activations in the split
+// format of split.cuh:
+//     y[tok][o] = (res ? res[tok][o] : 0) + sum_k W[o][k] * x[tok][k]        for tok < m
 //
-// mma.sync m16n8k16 (bf16 in, float32 accumulate): A = 16 weight rows x 16 k, B = 16 k x 8 tokens.
-// * Weights enter the MMA as the block's small INTEGER quants (exact in bf16); the float32 scale (and min) of
-//   each scale group is applied to the group's partial sum on the CUDA cores:
-//     sum_k w x = sum_groups ( d*sc * sum_g q x  -  dmin*m * sum_g x ).
-// * Activations enter as two bf16 terms, x = hi + lo (hi = rn(x), lo = rn(x - hi)): 16 significant bits,
-//   |error| <= 2^-16 |x| per value, no float16 range cliff; both terms go through the same A fragment.
-// * The k order inside a scale group is free (a sum), so each lane takes 4 CONSECUTIVE values of a group per
-//   slice (one float4 of x); slots (2t, 2t+1, 2t+8, 2t+9) of the fragment hold values (0, 2, 1, 3), which is
-//   what the nibble masks 0x000F000F / >>8 produce.
+// mma.sync m16n8k16 (bf16 in, float32 accumulate): A = 16 weight rows x 16 k (one "slice"), B = 16 k x 8 tokens.
+// * Weights enter the MMA as the block's small INTEGER quants (exact in bf16: (0x4300 | v) - bias); the float32
+//   scale (and min) of each scale group is applied to the group's partial sum on the CUDA cores:
+//     sum_k w x = sum_groups ( d*sc * sum_g q x  -  dmin*m * sum_g x ),   sum_g x read from the split format.
+// * Activations enter as two bf16 terms x = hi + lo (split.cuh), lo first, through the same A fragment.
+// * Fragment convention (one slice, lane = 4g + t): the lane holds rows g and g + 8 at k = 4t .. 4t + 3
+//   (values v0..v3) with a0 = row g (v0, v2), a1 = row g+8 (v0, v2), a2 = row g (v1, v3), a3 = row g+8 (v1, v3);
+//   B = split quad 4t of the slice for token g: b0 = (v0, v2), b1 = (v1, v3). repack.py writes the quants so
+//   that each lane reads its words of a 16-row x 256-value UNIT with coalesced 16-byte loads.
 //
-// Batch invariance (DESIGN invariant 1): output (row, tok) depends only on W's row and x's row tok. An MMA
-// output element reads only its own B column; the k split over warps (chunk ch -> warp ch % MMA_WARPS),
-// the group order and the fixed-order cross-warp sum do not depend on m. Tokens >= m are zero columns (never
-// loaded, never stored). So row tok of any m equals the m=1 result bitwise, for NT = 1 (m <= 8) and 2 (<= 16).
+// Work split, fixed by the matrix SHAPE (n_tiles, n_sb), never by m (qtui/engine/cuda/kernels.py
+// mma_blocks_per_tile): a tile's K range is cut into P = B * (MMA_WARPS / R) parts of contiguous super-blocks;
+// block (tile, b) runs parts b*WPM .. b*WPM + WPM-1 on its warps (WPM = warps per matrix, R = matrices: 1, or
+// gate and up for SwiGLU), sums its warps in the order 0..WPM-1, and when B > 1 the last block of the tile to
+// finish (an atomic counter) sums the B block partials in the order 0..B-1 and runs the epilogue.
 //
-// Grid: one block of MMA_WARPS warps per 16-row tile (gemv4: per tile of each segment in turn).
+// Batch invariance (DESIGN invariants 1 and 7): output (row, tok) depends only on W's row and x's row tok. An MMA
+// output column reads only its own B column; the parts, their order, the group order and both fixed-order sums
+// are functions of the shape alone. Token tiles NT (8 tokens each) and token passes (grid.y) only choose which
+// columns a block computes. So row tok of any m, any NT and any prefill chunk equals the m=1 result bitwise.
 #pragma once
 #include <cuda_bf16.h>
 #include <stdint.h>
 
+#include "common.cuh"
+#include "split.cuh"
+
 #define MMA_WARPS 8
-// Resident blocks per SM asked of ptxas (__launch_bounds__; caps registers at 64/thread for 4). Measured on the
-// H200 (tests/engine/cuda/gemv_speed.py): 4 blocks loading one chunk at a time beat 1-2 blocks with a 2-4 deep
-// register ring of chunks loaded ahead by up to 1.7x. NT=2 kernels get 3 (4 spills hundreds of bytes), the
-// two-tile swiglu at NT=2 gets 2.
-#define MMA_MIN_BLOCKS(NT) ((NT) == 1 ? 4 : 3)
-#define MMA_SWIGLU_MIN_BLOCKS(NT) ((NT) == 1 ? 4 : 2)
+#define MMA_THREADS (32 * MMA_WARPS)
+// Resident blocks per SM asked of ptxas (caps registers: 3 -> 80, 2 -> 128, 1 -> 255 per thread): the most
+// that keeps the K loop free of spills (SASS checked with cuobjdump; 4 blocks spill at NT = 1).
+#ifndef MMA_MIN_BLOCKS
+#define MMA_MIN_BLOCKS(NT) ((NT) == 1 ? 3 : (NT) <= 4 ? 2 : 1)
+#endif
 
 __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
     asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -36,362 +45,512 @@ __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4], uint32
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ uint32_t bf2_bits(__nv_bfloat162 v) { return *reinterpret_cast<uint32_t*>(&v); }
-__device__ __forceinline__ __nv_bfloat162 bits_bf2(uint32_t u) { return *reinterpret_cast<__nv_bfloat162*>(&u); }
-
-// (p, q) -> bf16x2 hi = (rn(p), rn(q)) and lo = (rn(p - hi.p), rn(q - hi.q)); p in the low half.
-__device__ __forceinline__ void split_pair(float p, float q, uint32_t& hi, uint32_t& lo) {
-    hi = bf2_bits(__floats2bfloat162_rn(p, q));
-    const float hp = __uint_as_float(hi << 16), hq = __uint_as_float(hi & 0xFFFF0000u);
-    lo = bf2_bits(__floats2bfloat162_rn(p - hp, q - hq));
+// Weights stream once: skip L1 (x lives there), ask L2 for whole 256-byte sectors.
+__device__ __forceinline__ uint4 ld_stream(const uint8_t* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
 }
 
-// Four small non-negative integers held in bits [0,8) of bytes 0..3 of `w` (after masking) -> bf16x2 pairs
-// (byte0, byte2) and (byte1, byte3) minus `bias`: (0x4300 | v) is the bf16 of 128 + v (v < 128), exact.
-__device__ __forceinline__ uint32_t small_ints(uint32_t v02, __nv_bfloat162 bias) {
-    return bf2_bits(__hsub2(bits_bf2(v02 | 0x43004300u), bias));
-}
-
+__device__ __forceinline__ uint32_t word_of(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 __device__ __forceinline__ float f16_lo(uint32_t u) { return __half2float(__ushort_as_half((unsigned short)(u & 0xFFFF))); }
 __device__ __forceinline__ float f16_hi(uint32_t u) { return __half2float(__ushort_as_half((unsigned short)(u >> 16))); }
-__device__ __forceinline__ uint32_t byte_of(uint32_t w, int i) { return (w >> (8 * i)) & 0xFF; }
-// 4 bytes at a 2-byte aligned address (Q6_K and Q8_0 blocks are only 2-byte aligned).
-__device__ __forceinline__ uint32_t ld_u32_a2(const uint8_t* p) {
-    const unsigned short* s = reinterpret_cast<const unsigned short*>(p);
-    return (uint32_t)s[0] | ((uint32_t)s[1] << 16);
+// Small non-negative integer (< 2^23) to float exactly, on the full-rate pipes.
+__device__ __forceinline__ float small_float(uint32_t v) { return __uint_as_float(0x4B000000u | v) - 8388608.0f; }
+
+// (a & mask) | c in ONE lop3 (mask immediate, c in a register): ptxas otherwise emits an AND and an OR.
+template <uint32_t MASK>
+__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t c) {
+    uint32_t r;
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(a), "n"(MASK), "r"(c));
+    return r;
+}
+// w shifted so that bit P lands on bit 4 (P a compile-time constant after unrolling).
+__device__ __forceinline__ uint32_t to_bit4(uint32_t w, int p) { return p >= 4 ? w >> (p - 4) : w << (4 - p); }
+// bf16x2 (128 + v0, 128 + v1) minus bias: exact small integers.
+__device__ __forceinline__ uint32_t bf16_sub(uint32_t biased, uint32_t bias2) {
+    uint32_t r;
+    asm("sub.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(biased), "r"(bias2));
+    return r;
+}
+// Two small non-negative integers at bits [0,7) and [16,23) -> bf16x2 of (v - bias): (0x4300 | v) = 128 + v.
+__device__ __forceinline__ uint32_t bf16_ints(uint32_t v02, uint32_t bias2) { return bf16_sub(v02 | 0x43004300u, bias2); }
+#define BF16X2_128 0x43004300u  // bf16 (128, 128)
+#define BF16X2_160 0x43204320u  // bf16 (160, 160): 128 + 32, Q6_K's offset
+
+// The four pairs of a slice's 8 low nibbles (nibble 2v + hr = value v of row g + 8 hr), before the bias.
+__device__ __forceinline__ void nibble_pairs(uint32_t w, uint32_t p[4]) {
+    p[0] = w & 0x000F000Fu;
+    p[1] = (w >> 4) & 0x000F000Fu;
+    p[2] = (w >> 8) & 0x000F000Fu;
+    p[3] = (w >> 12) & 0x000F000Fu;
+}
+// The same pairs already as (0x4300 | v) bf16x2, one lop3 each (the Q4_K fast path).
+__device__ __forceinline__ void nibble_pairs_biased(uint32_t w, uint32_t p[4]) {
+    const uint32_t c = 0x43004300u;
+    p[0] = and_or<0x000F000Fu>(w, c);
+    p[1] = and_or<0x000F000Fu>(w >> 4, c);
+    p[2] = and_or<0x000F000Fu>(w >> 8, c);
+    p[3] = and_or<0x000F000Fu>(w >> 12, c);
 }
 
-// ---- Formats. Each gives: SB_BYTES per 256 values, CHUNKS per super-block, SLICES (k16) per chunk, GROUP
-// slices sharing one scale, HAS_MIN; Raw = one lane's registers for one row's chunk, filled by
-// load(super-block, c, t); frag(raw, c, s) -> the bf16x2 pairs (values 0,2) and (1,3) of the lane's slice s;
-// xoff(c, t, s) = offset in the super-block of those 4 values; scale(raw, c, grp) -> (d*sc, dmin*m). ----
-
-// Q4_K 144 B [d f16 | dmin f16 | scales 12 | qs 128]. Chunk c = qs[32c, 32c+32): low nibbles are sub-block
-// 2c (values 64c + j), high nibbles sub-block 2c+1 (values 64c + 32 + j). Lane t takes bytes 8t .. 8t+8.
-struct MmaQ4_K {
-    static constexpr int SB_BYTES = 144, CHUNKS = 4, SLICES = 4, GROUP = 2;
-    static constexpr bool HAS_MIN = true;
-    struct Raw { uint4 hdr; uint2 q; };
-    __device__ static void load(const uint8_t* b, int c, int t, Raw& r) {
-        r.hdr = *reinterpret_cast<const uint4*>(b);
-        r.q = *reinterpret_cast<const uint2*>(b + 16 + 32 * c + 8 * t);
-    }
-    __device__ static void frag(const Raw& r, int c, int s, uint32_t& a02, uint32_t& a13) {
-        const __nv_bfloat162 bias = __floats2bfloat162_rn(128.0f, 128.0f);
-        uint32_t w = (s & 1) ? r.q.y : r.q.x;
-        if (s >= 2) w >>= 4;
-        a02 = small_ints(w & 0x000F000Fu, bias);
-        a13 = small_ints((w >> 8) & 0x000F000Fu, bias);
-    }
-    __device__ static int xoff(int c, int t, int s) { return 64 * c + (s >= 2 ? 32 : 0) + 8 * t + 4 * (s & 1); }
-    // scale_min_k4 (ggml-quants.c) of sub-block j = 2c + grp from the 12 scale bytes in hdr.y, hdr.z, hdr.w.
-    __device__ static void scale(const Raw& r, int c, int grp, float& sc, float& mn) {
-        const int j = 2 * c + grp, sh = 8 * (j & 3);
-        uint32_t s6, m6;
-        if (j < 4) {
-            s6 = (r.hdr.y >> sh) & 63;
-            m6 = (r.hdr.z >> sh) & 63;
-        } else {
-            const uint32_t hi = r.hdr.w >> sh;
-            s6 = (hi & 0xF) | (((r.hdr.y >> sh) >> 6 & 3) << 4);
-            m6 = ((hi >> 4) & 0xF) | (((r.hdr.z >> sh) >> 6 & 3) << 4);
-        }
-        sc = f16_lo(r.hdr.x) * (float)s6;
-        mn = f16_hi(r.hdr.x) * (float)m6;
-    }
+// A K-quant header {d|dmin, scales[0..3], [4..7], [8..11]} (ggml-quants.c get_scale_min_k4) unpacked once per
+// unit into one 6-bit value per byte: sc[j] = byte j%4 of sc_lo (j < 4) / sc_hi, likewise mn.
+struct KScales {
+    float d, dmin;
+    uint32_t sc_lo, sc_hi, mn_lo, mn_hi;
 };
-
-// Q5_K 176 B [d | dmin | scales 12 | qh 32 | qs 128]: Q4_K plus bit 2c (low nibble) / 2c+1 (high) of qh[l].
-struct MmaQ5_K {
-    static constexpr int SB_BYTES = 176, CHUNKS = 4, SLICES = 4, GROUP = 2;
-    static constexpr bool HAS_MIN = true;
-    struct Raw { uint4 hdr; uint2 h; uint2 q; };
-    __device__ static void load(const uint8_t* b, int c, int t, Raw& r) {
-        r.hdr = *reinterpret_cast<const uint4*>(b);
-        r.h = *reinterpret_cast<const uint2*>(b + 16 + 8 * t);
-        r.q = *reinterpret_cast<const uint2*>(b + 48 + 32 * c + 8 * t);
-    }
-    __device__ static void frag(const Raw& r, int c, int s, uint32_t& a02, uint32_t& a13) {
-        const __nv_bfloat162 bias = __floats2bfloat162_rn(128.0f, 128.0f);
-        uint32_t w = (s & 1) ? r.q.y : r.q.x;
-        const uint32_t h = ((s & 1) ? r.h.y : r.h.x) >> (2 * c + (s >= 2 ? 1 : 0));
-        if (s >= 2) w >>= 4;
-        a02 = small_ints((w & 0x000F000Fu) | ((h & 0x00010001u) << 4), bias);
-        a13 = small_ints(((w >> 8) & 0x000F000Fu) | (((h >> 8) & 0x00010001u) << 4), bias);
-    }
-    __device__ static int xoff(int c, int t, int s) { return MmaQ4_K::xoff(c, t, s); }
-    __device__ static void scale(const Raw& r, int c, int grp, float& sc, float& mn) {
-        MmaQ4_K::scale(MmaQ4_K::Raw{r.hdr, r.q}, c, grp, sc, mn);
-    }
-};
-
-// Q6_K 210 B [ql 128 | qh 64 | scales int8 16 | d f16]. Half n (128 values) has ql[64n, 64n+64),
-// qh[32n, 32n+32); for l < 32: value l = ql[l] lo | qh[l] bits 0-1, l+32 = ql[l+32] lo | bits 2-3,
-// l+64 = ql[l] hi | bits 4-5, l+96 = ql[l+32] hi | bits 6-7, minus 32; scale of value l + 32q is sc[l/16 + 2q].
-// Chunk c = (n = c/2, i = c%2): lane t takes l = 16i + 4t .. +4; slice q = values l + 32q (one scale each).
-struct MmaQ6_K {
-    static constexpr int SB_BYTES = 210, CHUNKS = 4, SLICES = 4, GROUP = 1;
-    static constexpr bool HAS_MIN = false;
-    struct Raw { uint32_t la, lb, h, sc0, sc1, d; };
-    __device__ static void load(const uint8_t* b, int c, int t, Raw& r) {
-        const int n = c >> 1, l = 16 * (c & 1) + 4 * t;
-        r.la = ld_u32_a2(b + 64 * n + l);
-        r.lb = ld_u32_a2(b + 64 * n + 32 + l);
-        r.h = ld_u32_a2(b + 128 + 32 * n + l);
-        r.sc0 = ld_u32_a2(b + 192 + 8 * n);  // the 8 scales of half n
-        r.sc1 = ld_u32_a2(b + 196 + 8 * n);
-        r.d = *reinterpret_cast<const unsigned short*>(b + 208);
-    }
-    __device__ static void frag(const Raw& r, int c, int q, uint32_t& a02, uint32_t& a13) {
-        const __nv_bfloat162 bias = __floats2bfloat162_rn(160.0f, 160.0f);  // 128 (exponent trick) + 32
-        uint32_t w = (q & 1) ? r.lb : r.la;
-        if (q >= 2) w >>= 4;
-        const uint32_t h = r.h >> (2 * q);
-        a02 = small_ints((w & 0x000F000Fu) | ((h & 0x00030003u) << 4), bias);
-        a13 = small_ints(((w >> 8) & 0x000F000Fu) | (((h >> 8) & 0x00030003u) << 4), bias);
-    }
-    __device__ static int xoff(int c, int t, int q) { return 128 * (c >> 1) + 16 * (c & 1) + 4 * t + 32 * q; }
-    __device__ static void scale(const Raw& r, int c, int q, float& sc, float& mn) {
-        const int j = (c & 1) + 2 * q;  // scale index inside half n: 0..7
-        const int8_t s8 = (int8_t)byte_of(j < 4 ? r.sc0 : r.sc1, j & 3);
-        sc = __half2float(__ushort_as_half((unsigned short)r.d)) * (float)s8;
-        mn = 0.0f;
-    }
-};
-
-// Q8_0: 34-byte blocks [d f16 | int8 x32]; a super-block is 8 blocks, chunk c = block c; lane t takes bytes
-// 8t .. 8t+8 of the block (slice s = bytes 8t + 4s .. +4).
-struct MmaQ8_0 {
-    static constexpr int SB_BYTES = 272, CHUNKS = 8, SLICES = 2, GROUP = 2;
-    static constexpr bool HAS_MIN = false;
-    struct Raw { uint32_t q0, q1, d; };
-    __device__ static void load(const uint8_t* b, int c, int t, Raw& r) {
-        const uint8_t* blk = b + 34 * c;
-        r.d = *reinterpret_cast<const unsigned short*>(blk);
-        r.q0 = ld_u32_a2(blk + 2 + 8 * t);
-        r.q1 = ld_u32_a2(blk + 2 + 8 * t + 4);
-    }
-    __device__ static void frag(const Raw& r, int, int s, uint32_t& a02, uint32_t& a13) {
-        const uint32_t w = s ? r.q1 : r.q0;
-        const float v0 = (float)(int8_t)byte_of(w, 0), v1 = (float)(int8_t)byte_of(w, 1);
-        const float v2 = (float)(int8_t)byte_of(w, 2), v3 = (float)(int8_t)byte_of(w, 3);
-        a02 = bf2_bits(__floats2bfloat162_rn(v0, v2));  // |v| <= 128: exact in bf16
-        a13 = bf2_bits(__floats2bfloat162_rn(v1, v3));
-    }
-    __device__ static int xoff(int c, int t, int s) { return 32 * c + 8 * t + 4 * s; }
-    __device__ static void scale(const Raw& r, int, int, float& sc, float& mn) {
-        sc = __half2float(__ushort_as_half((unsigned short)r.d));
-        mn = 0.0f;
-    }
-};
-
-// One stage: a lane's raw weight registers for chunk ch of its 2R rows, and its x values of the chunk for
-// the NT token tiles (zeros for tokens >= m). Nothing is loaded past the last chunk.
-template <class F, int R, int NT>
-struct Stage {
-    typename F::Raw w[R][2];
-    float4 x[F::SLICES][NT];
-};
-
-template <class F, int R, int NT>
-__device__ __forceinline__ void mma_load(const uint8_t* const (&rows)[R][2], const float* __restrict__ x, int n_in,
-                                         int m, int ch, int n_ch, int g, int t, Stage<F, R, NT>& st) {
-    if (ch >= n_ch) return;
-    const int sb = ch / F::CHUNKS, c = ch % F::CHUNKS;
-#pragma unroll
-    for (int r = 0; r < R; r++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) F::load(rows[r][h] + (long long)F::SB_BYTES * sb, c, t, st.w[r][h]);
-#pragma unroll
-    for (int s = 0; s < F::SLICES; s++)
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++) {
-            const int tok = 8 * nt + g;
-            st.x[s][nt] = tok < m ? *reinterpret_cast<const float4*>(x + (long long)tok * n_in + 256 * sb + F::xoff(c, t, s))
-                                  : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
+__device__ __forceinline__ KScales k_unpack(const uint4& h) {
+    KScales k;
+    k.d = f16_lo(h.x);
+    k.dmin = f16_hi(h.x);
+    k.sc_lo = h.y & 0x3F3F3F3Fu;
+    k.mn_lo = h.z & 0x3F3F3F3Fu;
+    k.sc_hi = (h.w & 0x0F0F0F0Fu) | ((h.y >> 2) & 0x30303030u);
+    k.mn_hi = ((h.w >> 4) & 0x0F0F0F0Fu) | ((h.z >> 2) & 0x30303030u);
+    return k;
 }
+// Byte i of w (< 2^7) as a float: PRMT builds 0x4B0000bb = 2^23 + bb, one FADD removes 2^23. Exact.
+__device__ __forceinline__ float byte_float(uint32_t w, int i) {
+    return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7440 + i)) - 8388608.0f;
+}
+// Signed byte i of w as a float: (b ^ 0x80) = b + 128 in 0..255, then minus 2^23 + 128. Exact.
+__device__ __forceinline__ float sbyte_float(uint32_t w, int i) {
+    return __uint_as_float(__byte_perm(w ^ 0x80808080u, 0x4B000000u, 0x7440 + i)) - 8388736.0f;
+}
+__device__ __forceinline__ void k_scale_min(const KScales& k, int j, float& sc, float& mn) {
+    sc = k.d * byte_float(j < 4 ? k.sc_lo : k.sc_hi, j & 3);
+    mn = k.dmin * byte_float(j < 4 ? k.mn_lo : k.mn_hi, j & 3);
+}
+__device__ __forceinline__ void k_scale_min(const uint4& h, int j, float& sc, float& mn) { k_scale_min(k_unpack(h), j, sc, mn); }
 
-// ---- The warp loop: R row tiles x NT token tiles over the chunks ch = warp, warp + MMA_WARPS, ... (a chunk
-// is 32-64 values, so K splits evenly over the warps for every n_in used). acc[r][nt][i] is the C fragment:
-// i = 0,1 -> row g, tokens 8nt + 2t + {0,1}; i = 2,3 -> row g + 8. ----
-template <class F, int R, int NT>
-__device__ __forceinline__ void mma_warp(const uint8_t* const (&rows)[R][2], const float* __restrict__ x, int n_in,
-                                         int m, float (&acc)[R][NT][4]) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    const int n_ch = (n_in >> 8) * F::CHUNKS;
+// ---- Formats over a UNIT = 16 rows x 256 values (one super-block column of a tile). Each gives: UNIT bytes,
+// GROUPS scale groups of SPG slices, HAS_MIN; Raw = one lane's registers of a unit, load(unit, lane, raw);
+// frag(raw, s, a[4]) = the A fragment of slice s; unpack(raw, scales) once per unit, then
+// scale(raw, scales, grp, sg, mg, s8, m8) = scale and min of group grp for rows g and g + 8. ----
+
+// Q4_K unit 2304 B: [quants 2048: word (s%4) of the 16 B at 512*(s/4) + 16*lane = slice s, 8 nibbles]
+//                   [headers 256: row r's 16-byte GGUF header {d, dmin, scales[12]} at 2048 + 16 r]
+struct TQ4_K {
+    static constexpr int UNIT = 2304, GROUPS = 8, SPG = 2;
+    static constexpr bool HAS_MIN = true;
+    struct Raw { uint4 q[4], hg, h8; };
+    struct Scales { KScales g, g8; };
+    __device__ static void unpack(const Raw& r, Scales& sc) { sc.g = k_unpack(r.hg); sc.g8 = k_unpack(r.h8); }
+    __device__ static void load(const uint8_t* u, int lane, Raw& r) {
 #pragma unroll
-    for (int r = 0; r < R; r++)
+        for (int j = 0; j < 4; j++) r.q[j] = ld_stream(u + 512 * j + 16 * lane);
+        r.hg = ld_stream(u + 2048 + 16 * (lane >> 2));
+        r.h8 = ld_stream(u + 2048 + 16 * (lane >> 2) + 128);
+    }
+    __device__ static void frag(const Raw& r, int s, uint32_t a[4]) {
+        uint32_t p[4];
+        nibble_pairs_biased(word_of(r.q[s >> 2], s & 3), p);
 #pragma unroll
-        for (int nt = 0; nt < NT; nt++)
+        for (int i = 0; i < 4; i++) a[i] = bf16_sub(p[i], BF16X2_128);
+    }
+    __device__ static void scale(const Raw&, const Scales& k, int grp, float& sg, float& mg, float& s8, float& m8) {
+        k_scale_min(k.g, grp, sg, mg);
+        k_scale_min(k.g8, grp, s8, m8);
+    }
+};
+
+// Q5_K unit 2816 B: Q4_K's quant words (low 4 bits), then [high bits 512: word (s%4)... of the 16 B at
+// 2048 + 16*lane: word s/4 holds slices 4(s/4) .. +3, pair k of slice s at bits p and p + 16, p = 4(s%4) + k
+// (pair k = the A register k: its two values' 5th bits)], then the 16-byte GGUF headers at 2560 + 16 r.
+struct TQ5_K {
+    static constexpr int UNIT = 2816, GROUPS = 8, SPG = 2;
+    static constexpr bool HAS_MIN = true;
+    struct Raw { uint4 q[4], hb, hg, h8; };
+    struct Scales { KScales g, g8; };
+    __device__ static void unpack(const Raw& r, Scales& sc) { sc.g = k_unpack(r.hg); sc.g8 = k_unpack(r.h8); }
+    __device__ static void load(const uint8_t* u, int lane, Raw& r) {
 #pragma unroll
-            for (int i = 0; i < 4; i++) acc[r][nt][i] = 0.0f;
-    // One chunk at a time: weights and x of the chunk loaded, then computed. (A register ring loading 1-3 chunks
-    // ahead measured no faster on the H200 and cost occupancy: see MMA_MIN_BLOCKS.)
-    for (int ch = warp; ch < n_ch; ch += MMA_WARPS) {
-        Stage<F, R, NT> st;
-        mma_load<F, R, NT>(rows, x, n_in, m, ch, n_ch, g, t, st);
-        const typename F::Raw(&cur)[R][2] = st.w;
-        const float4(&xv)[F::SLICES][NT] = st.x;
-        const int c = ch % F::CHUNKS;
+        for (int j = 0; j < 4; j++) r.q[j] = ld_stream(u + 512 * j + 16 * lane);
+        r.hb = ld_stream(u + 2048 + 16 * lane);
+        r.hg = ld_stream(u + 2560 + 16 * (lane >> 2));
+        r.h8 = ld_stream(u + 2560 + 16 * (lane >> 2) + 128);
+    }
+    __device__ static void frag(const Raw& r, int s, uint32_t a[4]) {
+        uint32_t p[4];
+        nibble_pairs_biased(word_of(r.q[s >> 2], s & 3), p);
+        const uint32_t h = word_of(r.hb, s >> 2);
 #pragma unroll
-        for (int grp = 0; grp < F::SLICES / F::GROUP; grp++) {
-            float P[R][NT][4], xsum[NT];
+        for (int k = 0; k < 4; k++) a[k] = bf16_sub(and_or<0x00100010u>(to_bit4(h, 4 * (s & 3) + k), p[k]), BF16X2_128);
+    }
+    __device__ static void scale(const Raw&, const Scales& k, int grp, float& sg, float& mg, float& s8, float& m8) {
+        k_scale_min(k.g, grp, sg, mg);
+        k_scale_min(k.g8, grp, s8, m8);
+    }
+};
+
+// Q6_K unit 3360 B: Q4_K-style quant words of the low 4 bits, then [high 2 bits 1024: word (s/2)%4 of the 16 B at
+// 2048 + 512*(s/8) + 16*lane holds slices s & ~1 and s | 1, pair k of slice s at bits p, p+1 and p + 16, p + 17
+// with p = 8(s%2) + 2k], then [scales 256: row r's 16 int8 scales at 3072 + 16 r (scale s = values 16s..16s+15)],
+// [d 32: f16 at 3328 + 2r]. Values are 6-bit v in 0..63 standing for v - 32.
+struct TQ6_K {
+    static constexpr int UNIT = 3360, GROUPS = 16, SPG = 1;
+    static constexpr bool HAS_MIN = false;
+    struct Raw { uint4 q[4], hq[2], sg, s8; uint32_t d; };
+    struct Scales { float dg, d8; };
+    __device__ static void unpack(const Raw& r, Scales& sc) { sc.dg = f16_lo(r.d); sc.d8 = f16_hi(r.d); }
+    __device__ static void load(const uint8_t* u, int lane, Raw& r) {
+#pragma unroll
+        for (int j = 0; j < 4; j++) r.q[j] = ld_stream(u + 512 * j + 16 * lane);
+#pragma unroll
+        for (int j = 0; j < 2; j++) r.hq[j] = ld_stream(u + 2048 + 512 * j + 16 * lane);
+        const int g = lane >> 2;
+        r.sg = ld_stream(u + 3072 + 16 * g);
+        r.s8 = ld_stream(u + 3072 + 16 * g + 128);
+        const unsigned short* d = reinterpret_cast<const unsigned short*>(u + 3328);
+        r.d = (uint32_t)d[g] | ((uint32_t)d[g + 8] << 16);
+    }
+    __device__ static void frag(const Raw& r, int s, uint32_t a[4]) {
+        uint32_t p[4];
+        nibble_pairs_biased(word_of(r.q[s >> 2], s & 3), p);
+        const uint32_t h = word_of(r.hq[s >> 3], (s >> 1) & 3);
+#pragma unroll
+        for (int k = 0; k < 4; k++) a[k] = bf16_sub(and_or<0x00300030u>(to_bit4(h, 8 * (s & 1) + 2 * k), p[k]), BF16X2_160);
+    }
+    __device__ static void scale(const Raw& r, const Scales& k, int grp, float& sg, float& mg, float& s8, float& m8) {
+        sg = k.dg * sbyte_float(word_of(r.sg, grp >> 2), grp & 3);
+        s8 = k.d8 * sbyte_float(word_of(r.s8, grp >> 2), grp & 3);
+        mg = m8 = 0.0f;
+    }
+};
+
+// Q8_0 unit 4352 B: [quants 4096: bytes 8*(s%2) .. +8 of the 16 B at 512*(s/2) + 16*lane = slice s, in the order
+// (g v0, g v2, g8 v0, g8 v2, g v1, g v3, g8 v1, g8 v3), int8] [d 256: row r's 8 f16 block scales at 4096 + 16 r].
+struct TQ8_0 {
+    static constexpr int UNIT = 4352, GROUPS = 8, SPG = 2;
+    static constexpr bool HAS_MIN = false;
+    struct Raw { uint4 q[8], hg, h8; };
+    struct Scales {};
+    __device__ static void unpack(const Raw&, Scales&) {}
+    __device__ static void load(const uint8_t* u, int lane, Raw& r) {
+#pragma unroll
+        for (int j = 0; j < 8; j++) r.q[j] = ld_stream(u + 512 * j + 16 * lane);
+        r.hg = ld_stream(u + 4096 + 16 * (lane >> 2));
+        r.h8 = ld_stream(u + 4096 + 16 * (lane >> 2) + 128);
+    }
+    __device__ static uint32_t pair(uint32_t w, int first) {  // int8 bytes first, first+1 -> exact bf16x2
+        const float lo = (float)(int8_t)((w >> (8 * first)) & 0xFF), hi = (float)(int8_t)((w >> (8 * first + 8)) & 0xFF);
+        const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<const uint32_t*>(&v);
+    }
+    __device__ static void frag(const Raw& r, int s, uint32_t a[4]) {
+        const uint4& q = r.q[s >> 1];
+        const uint32_t w0 = (s & 1) ? q.z : q.x, w1 = (s & 1) ? q.w : q.y;
+        a[0] = pair(w0, 0);
+        a[1] = pair(w0, 2);
+        a[2] = pair(w1, 0);
+        a[3] = pair(w1, 2);
+    }
+    __device__ static void scale(const Raw& r, const Scales&, int grp, float& sg, float& mg, float& s8, float& m8) {
+        const uint32_t wg = word_of(r.hg, grp >> 1), w8 = word_of(r.h8, grp >> 1);
+        sg = (grp & 1) ? f16_hi(wg) : f16_lo(wg);
+        s8 = (grp & 1) ? f16_hi(w8) : f16_lo(w8);
+        mg = m8 = 0.0f;
+    }
+};
+
+// ---- One warp: NT token tiles x one 16-row tile over super-blocks [sb0, sb1). acc[nt][i] is the C fragment:
+// i = 0,1 -> row g, tokens tok0 + 8nt + 2t + {0,1}; i = 2,3 -> row g + 8. The first unit's weights are loaded
+// BEFORE pdl_wait (weights are never written by a kernel): they stream while the previous kernel drains. ----
+template <class F, int NT>
+__device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int sb0, int sb1,
+                                         const uint4* __restrict__ xs, const float* __restrict__ xsum, int n_in,
+                                         int tok0, int m, float (&acc)[NT][4]) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int quads = n_in >> 2, slices = n_in >> 4;
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[nt][i] = 0.0f;
+    typename F::Raw raw;
+    if (sb0 < sb1) F::load(tile + (long long)F::UNIT * sb0, lane, raw);
+    pdl_wait();
+    // Per token tile: the B-fragment row (token tok0 + 8nt + g) and the two x-sum rows (tokens tok0 + 8nt + 2t,
+    // + 1) at super-block sb0. A token at or past m reads row m - 1 instead: its column is computed and never
+    // stored, and no other column reads it (MMA columns are independent), so no zero-filling is needed.
+    const int mlast = m - 1;
+    const uint4* xrow[NT];
+    const float* srow[NT][2];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        const int tb = tok0 + 8 * nt, tc = tb + 2 * t;
+        xrow[nt] = xs + (long long)min(tb + g, mlast) * quads + 64 * sb0 + t;
+        srow[nt][0] = xsum + (long long)min(tc, mlast) * slices + 16 * sb0;
+        srow[nt][1] = xsum + (long long)min(tc + 1, mlast) * slices + 16 * sb0;
+    }
+    for (int sb = sb0; sb < sb1; sb++) {
+        const int du = sb - sb0;
+        if (sb > sb0) F::load(tile + (long long)F::UNIT * sb, lane, raw);
+        typename F::Scales scales;
+        F::unpack(raw, scales);
+#pragma unroll
+        for (int grp = 0; grp < F::GROUPS; grp++) {
+            uint32_t a[F::SPG][4];  // the group's A fragments, dequantized once for all token tiles
+#pragma unroll
+            for (int si = 0; si < F::SPG; si++) F::frag(raw, grp * F::SPG + si, a[si]);
+            float sg, mg, s8, m8;
+            F::scale(raw, scales, grp, sg, mg, s8, m8);
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) {
-                xsum[nt] = 0.0f;
+                float P[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-                for (int r = 0; r < R; r++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++) P[r][nt][i] = 0.0f;
-            }
-#pragma unroll
-            for (int si = 0; si < F::GROUP; si++) {
-                const int s = grp * F::GROUP + si;
-                uint32_t a[R][4];
-#pragma unroll
-                for (int r = 0; r < R; r++) {
-                    F::frag(cur[r][0], c, s, a[r][0], a[r][2]);
-                    F::frag(cur[r][1], c, s, a[r][1], a[r][3]);
+                for (int si = 0; si < F::SPG; si++) {
+                    const uint4 xv = xrow[nt][64 * du + 4 * (grp * F::SPG + si)];
+                    mma_bf16(P, a[si], xv.z, xv.w);  // lo terms first (the smaller magnitudes)
+                    mma_bf16(P, a[si], xv.x, xv.y);
                 }
-#pragma unroll
-                for (int nt = 0; nt < NT; nt++) {
-                    const float4 v = xv[s][nt];
-                    if (F::HAS_MIN) xsum[nt] += (v.x + v.y) + (v.z + v.w);
-                    uint32_t h02, l02, h13, l13;
-                    split_pair(v.x, v.z, h02, l02);
-                    split_pair(v.y, v.w, h13, l13);
-#pragma unroll
-                    for (int r = 0; r < R; r++) {
-                        mma_bf16(P[r][nt], a[r], l02, l13);
-                        mma_bf16(P[r][nt], a[r], h02, h13);
-                    }
-                }
-            }
-            // sum of x over the group for tokens 8nt + 2t and + 1 (fixed xor tree, then fetched)
-            float X0[NT], X1[NT];
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                X0[nt] = X1[nt] = 0.0f;
-                if (F::HAS_MIN) {
-                    float sum = xsum[nt];
-                    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-                    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-                    X0[nt] = __shfl_sync(0xffffffffu, sum, 8 * t);
-                    X1[nt] = __shfl_sync(0xffffffffu, sum, 8 * t + 4);
-                }
-            }
-#pragma unroll
-            for (int r = 0; r < R; r++) {
-                float sg, mg, s8, m8;
-                F::scale(cur[r][0], c, grp, sg, mg);
-                F::scale(cur[r][1], c, grp, s8, m8);
-#pragma unroll
-                for (int nt = 0; nt < NT; nt++) {
-                    acc[r][nt][0] = fmaf(sg, P[r][nt][0], acc[r][nt][0]);
-                    acc[r][nt][1] = fmaf(sg, P[r][nt][1], acc[r][nt][1]);
-                    acc[r][nt][2] = fmaf(s8, P[r][nt][2], acc[r][nt][2]);
-                    acc[r][nt][3] = fmaf(s8, P[r][nt][3], acc[r][nt][3]);
-                    if (F::HAS_MIN) {
-                        acc[r][nt][0] = fmaf(-mg, X0[nt], acc[r][nt][0]);
-                        acc[r][nt][1] = fmaf(-mg, X1[nt], acc[r][nt][1]);
-                        acc[r][nt][2] = fmaf(-m8, X0[nt], acc[r][nt][2]);
-                        acc[r][nt][3] = fmaf(-m8, X1[nt], acc[r][nt][3]);
-                    }
+                acc[nt][0] = fmaf(sg, P[0], acc[nt][0]);
+                acc[nt][1] = fmaf(sg, P[1], acc[nt][1]);
+                acc[nt][2] = fmaf(s8, P[2], acc[nt][2]);
+                acc[nt][3] = fmaf(s8, P[3], acc[nt][3]);
+                if (F::HAS_MIN) {  // minus min * (sum of x over the group)
+                    const float2 v0 = *reinterpret_cast<const float2*>(srow[nt][0] + 16 * du + F::SPG * grp);
+                    const float2 v1 = *reinterpret_cast<const float2*>(srow[nt][1] + 16 * du + F::SPG * grp);
+                    const float X0 = v0.x + v0.y, X1 = v1.x + v1.y;
+                    acc[nt][0] = fmaf(-mg, X0, acc[nt][0]);
+                    acc[nt][1] = fmaf(-mg, X1, acc[nt][1]);
+                    acc[nt][2] = fmaf(-m8, X0, acc[nt][2]);
+                    acc[nt][3] = fmaf(-m8, X1, acc[nt][3]);
                 }
             }
         }
     }
 }
 
-// Block: warps split K, then the block sums the warps' fragments in the fixed order 0..MMA_WARPS-1 and calls
-// out(e, tok, row, v[R]) for every (tok < m, row < n_out) of the tile.
-template <class F, int R, int NT, class Out>
-__device__ __forceinline__ void mma_block(const uint8_t* const (&W)[R], long long rb, int row0, int n_out,
-                                          const float* __restrict__ x, int n_in, int m, Out out) {
-    __shared__ float red[MMA_WARPS][R * NT * 4][32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2;
-    const uint8_t* rows[R][2];
+// Shape of the work of one launch (all fixed by the matrix shape except m and the pass).
+struct MmaShape {
+    int n_in, m;        // K, and the tokens of the launch
+    int n_tiles;        // 16-row tiles of (each) matrix
+    int blocks;         // B: blocks per tile (the cross-block K split); gridDim.x = n_tiles * B
+};
+
+// The block: R matrices' tile `tile` over parts b*WPM .. b*WPM + WPM - 1, warps summed in order, then (B > 1)
+// the B block partials of the tile summed in order by the last block to finish. Leaves the tile's result in
+// out[r][tok - tok0][row] (shared, all NT*8 token columns) and returns true in the block that must run the
+// epilogue (false: another block of this tile will).
+template <class F, int NT, int R>
+__device__ __forceinline__ bool mma_tile(const uint8_t* const (&W)[R], int tile, int b, const MmaShape& sh,
+                                         const uint4* __restrict__ xs, const float* __restrict__ xsum,
+                                         float* __restrict__ scratch, int* __restrict__ counters,
+                                         float (&out)[R][NT * 8][16]) {
+    constexpr int WPM = MMA_WARPS / R, E = NT * 128;  // warps per matrix, fragment floats per matrix
+    __shared__ float red[MMA_WARPS][E];
+    __shared__ int last;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int r = warp / WPM, part = b * WPM + warp % WPM, n_parts = sh.blocks * WPM, n_sb = sh.n_in >> 8;
+    const int tok0 = blockIdx.y * NT * 8;
+    float acc[NT][4];
+    mma_warp<F, NT>(W[r] + (long long)F::UNIT * n_sb * tile, part * n_sb / n_parts, (part + 1) * n_sb / n_parts,
+                    xs, xsum, sh.n_in, tok0, sh.m, acc);
 #pragma unroll
-    for (int r = 0; r < R; r++) {
-        rows[r][0] = W[r] + rb * min(row0 + g, n_out - 1);  // clamped: rows past n_out are computed, not stored
-        rows[r][1] = W[r] + rb * min(row0 + g + 8, n_out - 1);
-    }
-    float acc[R][NT][4];
-    mma_warp<F, R, NT>(rows, x, n_in, m, acc);
+    for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-    for (int r = 0; r < R; r++)
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) red[warp][(r * NT + nt) * 4 + i][lane] = acc[r][nt][i];
+        for (int i = 0; i < 4; i++) red[warp][(nt * 4 + i) * 32 + lane] = acc[nt][i];
     __syncthreads();
-    for (int e = threadIdx.x; e < NT * 4 * 32; e += blockDim.x) {
-        const int ln = e & 31, i = (e >> 5) & 3, nt = e >> 7;
-        const int row = row0 + (ln >> 2) + 8 * (i >> 1), tok = 8 * nt + 2 * (ln & 3) + (i & 1);
-        if (row >= n_out || tok >= m) continue;
-        float v[R];
+    float v[R][(E + MMA_THREADS - 1) / MMA_THREADS];  // this thread's elements e = threadIdx.x + k*MMA_THREADS
 #pragma unroll
-        for (int r = 0; r < R; r++) {
-            float s = red[0][(r * NT + nt) * 4 + i][ln];
+    for (int rr = 0; rr < R; rr++)
 #pragma unroll
-            for (int w = 1; w < MMA_WARPS; w++) s += red[w][(r * NT + nt) * 4 + i][ln];
-            v[r] = s;
+        for (int k = 0; k * MMA_THREADS < E; k++) {
+            const int e = threadIdx.x + k * MMA_THREADS;
+            float s = 0.0f;
+            if (e < E) {
+                s = red[rr * WPM][e];
+#pragma unroll
+                for (int w = 1; w < WPM; w++) s += red[rr * WPM + w][e];
+            }
+            v[rr][k] = s;
         }
-        out(tok, row, v);
+    if (sh.blocks > 1) {
+        const long long slot = (long long)blockIdx.y * sh.n_tiles + tile;
+        float* mine = scratch + (slot * sh.blocks + b) * (R * E);
+#pragma unroll
+        for (int rr = 0; rr < R; rr++)
+#pragma unroll
+            for (int k = 0; k * MMA_THREADS < E; k++) {
+                const int e = threadIdx.x + k * MMA_THREADS;
+                if (e < E) mine[rr * E + e] = v[rr][k];
+            }
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0) last = atomicAdd(counters + slot, 1) == sh.blocks - 1;
+        __syncthreads();
+        if (!last) return false;
+        __threadfence();
+#pragma unroll
+        for (int rr = 0; rr < R; rr++)
+#pragma unroll
+            for (int k = 0; k * MMA_THREADS < E; k++) {
+                const int e = threadIdx.x + k * MMA_THREADS;
+                float s = 0.0f;
+                if (e < E) {
+                    const float* base = scratch + slot * sh.blocks * (R * E) + rr * E + e;
+                    s = __ldcg(base);
+                    for (int bb = 1; bb < sh.blocks; bb++) s += __ldcg(base + bb * (R * E));
+                }
+                v[rr][k] = s;
+            }
+        if (threadIdx.x == 0) counters[slot] = 0;  // ready for the next launch (graph replays reuse it)
     }
+#pragma unroll
+    for (int rr = 0; rr < R; rr++)
+#pragma unroll
+        for (int k = 0; k * MMA_THREADS < E; k++) {
+            const int e = threadIdx.x + k * MMA_THREADS;
+            if (e < E) {  // fragment element e = (nt*4 + i)*32 + lane'
+                const int ln = e & 31, i = (e >> 5) & 3, nt = e >> 7;
+                out[rr][8 * nt + 2 * (ln & 3) + (i & 1)][(ln >> 2) + 8 * (i >> 1)] = v[rr][k];
+            }
+        }
+    __syncthreads();
+    return true;
 }
 
-struct OutStore {  // y[tok][row] = (res ? res[tok][row] : 0) + v
-    float* y;
+// Up to four output segments (consecutive tile ranges of one repacked buffer: the projections of a layer that
+// share x and a weight type), segment 0 optionally with a residual: y[tok][row] = res[tok][row] + v.
+struct Segments {
+    float* y[4];
+    int n[4];   // rows of each segment (0: unused); each starts on a tile boundary
     const float* res;
-    int n_out;
-    __device__ void operator()(int tok, int row, const float (&v)[1]) const {
-        const long long o = (long long)tok * n_out + row;
-        y[o] = res ? res[o] + v[0] : v[0];
-    }
-};
-
-struct OutSwiglu {  // act[tok][row] = silu(gate) * up
-    float* act;
-    int n_out;
-    __device__ void operator()(int tok, int row, const float (&v)[2]) const {
-        act[(long long)tok * n_out + row] = v[0] / (1.0f + expf(-v[0])) * v[1];
-    }
 };
 
 template <class F, int NT>
-__device__ __forceinline__ void mma_gemv_body(const uint8_t* W, const float* x, float* y, const float* res, int n_in,
-                                              int n_out, long long rb, int m, int tile) {
+__device__ __forceinline__ void mma_gemv_body(const uint8_t* W, const uint4* xs, const float* xsum, const Segments& seg,
+                                              const MmaShape& sh, float* scratch, int* counters) {
+    __shared__ float out[1][NT * 8][16];
+    pdl_launch_dependents();
+    const int tile = blockIdx.x / sh.blocks, b = blockIdx.x % sh.blocks;
     const uint8_t* Ws[1] = {W};
-    mma_block<F, 1, NT>(Ws, rb, 16 * tile, n_out, x, n_in, m, OutStore{y, res, n_out});
+    if (!mma_tile<F, NT, 1>(Ws, tile, b, sh, xs, xsum, scratch, counters, out)) return;
+    int s = 0, t0 = 0;  // the segment holding this tile
+#pragma unroll
+    for (int k = 0; k < 3; k++) {
+        const int nt = (seg.n[s] + 15) >> 4;
+        if (tile >= t0 + nt) { t0 += nt; s++; }
+    }
+    const int tok0 = blockIdx.y * NT * 8, rows = seg.n[s];
+    float* y = seg.y[s];
+    const float* res = s == 0 ? seg.res : nullptr;
+    for (int e = threadIdx.x; e < NT * 8 * 16; e += MMA_THREADS) {
+        const int tok = e >> 4, rr = e & 15, row = 16 * (tile - t0) + rr;
+        if (tok0 + tok >= sh.m || row >= rows) continue;
+        const long long o = (long long)(tok0 + tok) * rows + row;
+        y[o] = res ? res[o] + out[0][tok][rr] : out[0][tok][rr];
+    }
 }
 
-#define MMA_M(FMT, NAME, NT)                                                                                  \
-    extern "C" __global__ void __launch_bounds__(32 * MMA_WARPS, MMA_MIN_BLOCKS(NT)) mma_gemv_##NAME##_n##NT(                     \
-        const uint8_t* W, const float* x, float* y, const float* res, int n_in, int n_out, long long rb,      \
-        int m) {                                                                                              \
-        mma_gemv_body<FMT, NT>(W, x, y, res, n_in, n_out, rb, m, blockIdx.x);                                 \
+// SwiGLU MLP input: act = silu(x Wg^T) * (x Wu^T), written in the split format (split.cuh) for ffn_down.
+// A tile's 16 rows are 4 quads and exactly one 16-value slice of act.
+template <class F, int NT>
+__device__ __forceinline__ void mma_swiglu_body(const uint8_t* Wg, const uint8_t* Wu, const uint4* xs, const float* xsum,
+                                                uint4* act, float* act_sum, int n_ff, const MmaShape& sh,
+                                                float* scratch, int* counters) {
+    __shared__ float out[2][NT * 8][16];
+    pdl_launch_dependents();
+    const int tile = blockIdx.x / sh.blocks, b = blockIdx.x % sh.blocks;
+    const uint8_t* Ws[2] = {Wg, Wu};
+    if (!mma_tile<F, NT, 2>(Ws, tile, b, sh, xs, xsum, scratch, counters, out)) return;
+    const int tok0 = blockIdx.y * NT * 8;
+    // 4 quads per token; NT*8 tokens -> NT*32 threads: quads 4j..4j+3 of one slice in 4 consecutive lanes.
+    for (int e = threadIdx.x; e < NT * 32; e += MMA_THREADS) {
+        const int tok = e >> 2, q = e & 3;
+        float4 v;
+        float* vp = &v.x;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const float gt = out[0][tok][4 * q + i], up = out[1][tok][4 * q + i];
+            vp[i] = gt / (1.0f + expf(-gt)) * up;
+        }
+        const bool active = tok0 + tok < sh.m;
+        const long long row = tok0 + tok;
+        store_split(act + row * (n_ff >> 2), act_sum + row * (n_ff >> 4), 4 * tile + q, active, v);
+    }
+}
+
+#define MMA_KERNELS(FMT, NAME, NT)                                                                            \
+    extern "C" __global__ void __launch_bounds__(MMA_THREADS, MMA_MIN_BLOCKS(NT)) mma_gemv_##NAME##_n##NT(     \
+        const uint8_t* W, const uint4* xs, const float* xsum, const float* res, float* y0, int n0, float* y1,  \
+        int n1, float* y2, int n2, float* y3, int n3, int n_in, int m, int n_tiles, int blocks,               \
+        float* scratch, int* counters) {                                                                      \
+        const Segments seg{{y0, y1, y2, y3}, {n0, n1, n2, n3}, res};                                          \
+        mma_gemv_body<FMT, NT>(W, xs, xsum, seg, MmaShape{n_in, m, n_tiles, blocks}, scratch, counters);      \
     }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(32 * MMA_WARPS, MMA_MIN_BLOCKS(NT)) mma_gemv4_##NAME##_n##NT(                    \
-        const uint8_t* W0, float* y0, int n0, const uint8_t* W1, float* y1, int n1, const uint8_t* W2,        \
-        float* y2, int n2, const uint8_t* W3, float* y3, int n3, const float* x, int n_in, long long rb,      \
-        int m) {                                                                                              \
-        int b = blockIdx.x;                                                                                   \
-        const int b0 = (n0 + 15) >> 4, b1 = (n1 + 15) >> 4, b2 = (n2 + 15) >> 4;                              \
-        if (b < b0) { mma_gemv_body<FMT, NT>(W0, x, y0, nullptr, n_in, n0, rb, m, b); return; }               \
-        b -= b0;                                                                                              \
-        if (b < b1) { mma_gemv_body<FMT, NT>(W1, x, y1, nullptr, n_in, n1, rb, m, b); return; }               \
-        b -= b1;                                                                                              \
-        if (b < b2) { mma_gemv_body<FMT, NT>(W2, x, y2, nullptr, n_in, n2, rb, m, b); return; }               \
-        mma_gemv_body<FMT, NT>(W3, x, y3, nullptr, n_in, n3, rb, m, b - b2);                                  \
-    }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(32 * MMA_WARPS, MMA_SWIGLU_MIN_BLOCKS(NT)) mma_swiglu_##NAME##_n##NT(                   \
-        const uint8_t* Wg, const uint8_t* Wu, const float* x, float* act, int n_in, int n_out, long long rb,  \
-        int m) {                                                                                              \
-        const uint8_t* Ws[2] = {Wg, Wu};                                                                      \
-        mma_block<FMT, 2, NT>(Ws, rb, 16 * blockIdx.x, n_out, x, n_in, m, OutSwiglu{act, n_out});             \
+    extern "C" __global__ void __launch_bounds__(MMA_THREADS, MMA_MIN_BLOCKS(NT)) mma_swiglu_##NAME##_n##NT(   \
+        const uint8_t* Wg, const uint8_t* Wu, const uint4* xs, const float* xsum, uint4* act, float* act_sum,  \
+        int n_ff, int n_in, int m, int blocks, float* scratch, int* counters) {                               \
+        mma_swiglu_body<FMT, NT>(Wg, Wu, xs, xsum, act, act_sum, n_ff,                                        \
+                                 MmaShape{n_in, m, (n_ff + 15) >> 4, blocks}, scratch, counters);             \
     }
 
-// Token tiles: NT = 1 for m <= 8, NT = 2 for m <= 16.
-#define MMA_ALL(FMT, NAME) MMA_M(FMT, NAME, 1) MMA_M(FMT, NAME, 2)
+// Token tiles: NT = 1, 2, 4, 8 (m <= 8, 16, 32, 64 per pass; longer prefill chunks run 64-token passes).
+#define MMA_ALL(FMT, NAME) MMA_KERNELS(FMT, NAME, 1) MMA_KERNELS(FMT, NAME, 2) MMA_KERNELS(FMT, NAME, 4) \
+    MMA_KERNELS(FMT, NAME, 8) MMA_EMBED(FMT, NAME)
+
+// ---- Embedding lookup from the repacked table: out[r][k] = W[tokens[r]][k] dequantized exactly as gguf.quants
+// does (float32 d*sc * q - dmin*m). Grid (m), 256 threads: thread i takes slice-lane pairs of the row. ----
+template <class F>
+__device__ __forceinline__ float tiled_value(const uint8_t* unit, int rr, int k);  // value k (< 256) of row rr
+
+template <>
+__device__ __forceinline__ float tiled_value<TQ4_K>(const uint8_t* u, int rr, int k) {
+    const int s = k >> 4, t = (k >> 2) & 3, v = k & 3, g = rr & 7, hr = rr >> 3, lane = 4 * g + t;
+    const uint32_t w = *reinterpret_cast<const uint32_t*>(u + 512 * (s >> 2) + 16 * lane + 4 * (s & 3));
+    const uint32_t q = (w >> (4 * (2 * v + hr))) & 0xF;
+    float sc, mn;
+    k_scale_min(*reinterpret_cast<const uint4*>(u + 2048 + 16 * rr), s >> 1, sc, mn);
+    return sc * (float)q - mn;
+}
+// A fragment register of value v (0..3) of row half hr, and the half (0: low, 16: high) it sits in.
+__device__ __forceinline__ int pair_of(int v, int hr) { return 2 * (v & 1) + hr; }
+__device__ __forceinline__ int half_of(int v) { return (v >> 1) * 16; }
+
+template <>
+__device__ __forceinline__ float tiled_value<TQ5_K>(const uint8_t* u, int rr, int k) {
+    const int s = k >> 4, t = (k >> 2) & 3, v = k & 3, g = rr & 7, hr = rr >> 3, lane = 4 * g + t;
+    const uint32_t w = *reinterpret_cast<const uint32_t*>(u + 512 * (s >> 2) + 16 * lane + 4 * (s & 3));
+    const uint32_t h = *reinterpret_cast<const uint32_t*>(u + 2048 + 16 * lane + 4 * (s >> 2));
+    const int bit = 4 * (s & 3) + pair_of(v, hr) + half_of(v);
+    const uint32_t q = ((w >> (4 * (2 * v + hr))) & 0xF) | (((h >> bit) & 1) << 4);
+    float sc, mn;
+    k_scale_min(*reinterpret_cast<const uint4*>(u + 2560 + 16 * rr), s >> 1, sc, mn);
+    return sc * (float)q - mn;
+}
+template <>
+__device__ __forceinline__ float tiled_value<TQ6_K>(const uint8_t* u, int rr, int k) {
+    const int s = k >> 4, t = (k >> 2) & 3, v = k & 3, g = rr & 7, hr = rr >> 3, lane = 4 * g + t;
+    const uint32_t w = *reinterpret_cast<const uint32_t*>(u + 512 * (s >> 2) + 16 * lane + 4 * (s & 3));
+    const uint32_t h = *reinterpret_cast<const uint32_t*>(u + 2048 + 512 * (s >> 3) + 16 * lane + 4 * ((s >> 1) & 3));
+    const int bit = 8 * (s & 1) + 2 * pair_of(v, hr) + half_of(v);
+    const int q = (int)(((w >> (4 * (2 * v + hr))) & 0xF) | (((h >> bit) & 3) << 4)) - 32;
+    const float d = __half2float(__ushort_as_half(*reinterpret_cast<const unsigned short*>(u + 3328 + 2 * rr)));
+    return d * (float)(int8_t)u[3072 + 16 * rr + s] * (float)q;
+}
+template <>
+__device__ __forceinline__ float tiled_value<TQ8_0>(const uint8_t* u, int rr, int k) {
+    const int s = k >> 4, t = (k >> 2) & 3, v = k & 3, g = rr & 7, hr = rr >> 3, lane = 4 * g + t;
+    const int pos = 4 * (v & 1) + 2 * hr + (v >> 1);  // byte order (g v0, g v2, g8 v0, g8 v2, g v1, g v3, ...)
+    const int8_t q = (int8_t)u[512 * (s >> 1) + 16 * lane + 8 * (s & 1) + pos];
+    const float d = __half2float(__ushort_as_half(*reinterpret_cast<const unsigned short*>(u + 4096 + 16 * rr + 2 * (s >> 1))));
+    return d * (float)q;
+}
+
+template <class F>
+__device__ __forceinline__ void mma_embed_body(const uint8_t* W, const int* tokens, float* out, int n_embd) {
+    pdl_enter();
+    const int r = blockIdx.x, tok = tokens[r], n_sb = n_embd >> 8;
+    const uint8_t* tile = W + (long long)F::UNIT * n_sb * (tok >> 4);
+    for (int k = threadIdx.x; k < n_embd; k += blockDim.x)
+        out[(long long)r * n_embd + k] = tiled_value<F>(tile + (long long)F::UNIT * (k >> 8), tok & 15, k & 255);
+}
+
+#define MMA_EMBED(FMT, NAME)                                                                                  \
+    extern "C" __global__ void embed_##NAME(const uint8_t* W, const int* tokens, float* out, int n_embd) {   \
+        mma_embed_body<FMT>(W, tokens, out, n_embd);                                                          \
+    }

@@ -1,7 +1,9 @@
 """`qtui bench MODEL --engine cuda`: decode speed against the memory-bandwidth floor, the concurrency ladder,
-and prefill TTFT, printed as a table (`--json` for the record).
+prefill TTFT, and the decode latency of running slots while a long prompt is admitted, printed as a table
+(`--json` for the record).
 
-    floor (tok/s) = measured device copy bandwidth (bytes read + written per second)
+    floor (tok/s) = measured streaming-read bandwidth of the device (bytes read per second, one kernel reading
+                    2 GiB with 16-byte loads; the copy bandwidth, read + write, is printed beside it)
                     / weight bytes read per decode token (qtui.model.info.weight_bytes_per_token)
 
 Timing claims live here, not in tests. Numbers are wall-clock around whole engine calls (what a client sees),
@@ -24,10 +26,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", choices=["cuda", "cpu"], default="cuda", help="engine to measure (default cuda)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.add_argument("--steps", type=int, default=64, help="timed decode steps per rung (default 64)")
-    parser.add_argument("--ladder", default="1,4,8,16", help="concurrency rungs (default 1,4,8,16)")
+    parser.add_argument("--ladder", default="1,4,8,16,32,64", help="concurrency rungs (default 1,4,8,16,32,64)")
     parser.add_argument("--prompt-len", type=int, default=512, help="prefill prompt length (default 512)")
     parser.add_argument("--max-context", type=int, default=2048, help="engine context per slot (default 2048)")
-    parser.add_argument("--profile", action="store_true", help="also time each kernel of the m=1 and m=16 steps")
+    parser.add_argument("--profile", action="store_true", help="also time each kernel of the m=1 and largest steps")
+    parser.add_argument("--long-prompt", type=int, default=4096,
+                        help="mixed-step row: tokens of the prompt admitted while slots decode (0: skip)")
 
 
 def copy_bandwidth(nbytes: int = 1 << 31, reps: int = 10) -> float:
@@ -50,6 +54,31 @@ def copy_bandwidth(nbytes: int = 1 << 31, reps: int = 10) -> float:
     src.free()
     dst.free()
     return 2 * nbytes / statistics.median(times[2:])
+
+
+def read_bandwidth(nbytes: int = 1 << 31, reps: int = 10) -> float:
+    """Device streaming-read bandwidth in bytes/s (one kernel reading nbytes, median of reps)."""
+    from qtui.engine.cuda import driver as drv
+    from qtui.engine.cuda.kernels import KernelTable
+
+    drv.primary_context()
+    stream = drv.new_stream()
+    kt = KernelTable()
+    buf, out = drv.DeviceBuffer(nbytes), drv.DeviceBuffer(4)
+    buf.zero(stream)
+    k = kt.read_stream(buf=int(buf), nbytes=nbytes, out=int(out),
+                       blocks=4 * drv.device_attribute("CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT"))
+    e0, e1 = drv.Event(), drv.Event()
+    times = []
+    for _ in range(reps + 2):
+        e0.record(stream)
+        k.launch(stream)
+        e1.record(stream)
+        e1.synchronize()
+        times.append(e1.elapsed_ms(e0) / 1e3)
+    buf.free()
+    out.free()
+    return nbytes / statistics.median(times[2:])
 
 
 def _prompt(rng: np.random.Generator, n_vocab: int, n: int) -> list[int]:
@@ -91,6 +120,37 @@ def prefill_rung(engine: Any, n: int, rng: np.random.Generator) -> dict[str, flo
     return {"prompt_tokens": n, "ttft_ms": 1e3 * ttft, "prefill_tok_s": n / ttft}
 
 
+def mixed_rung(engine: Any, c: int, long_prompt: int, steps: int, rng: np.random.Generator) -> dict[str, float]:
+    """Decode latency of c running slots while a long prompt is admitted in prefill-chunk pieces between their
+    steps (what the scheduler does): each running slot's inter-token time is a decode step plus one chunk."""
+    n_vocab, chunk = engine.config.n_vocab, int(engine.describe().get("prefill_chunk", 1))
+    slots = [engine.alloc_slot() for _ in range(c)]
+    toks = [engine.prefill(s, _prompt(rng, n_vocab, 16)) for s in slots]
+    for _ in range(4):
+        toks = engine.decode(slots, toks)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        toks = engine.decode(slots, toks)
+    plain = (time.perf_counter() - t0) / steps
+    newcomer = engine.alloc_slot()
+    prompt = _prompt(rng, n_vocab, long_prompt)
+    engine.prefill(newcomer, prompt[:chunk])  # warm the chunk graphs
+    engine.free_slot(newcomer)
+    newcomer = engine.alloc_slot()
+    gaps, t_prev = [], time.perf_counter()
+    for i in range(0, long_prompt, chunk):
+        engine.prefill(newcomer, prompt[i : i + chunk])
+        toks = engine.decode(slots, toks)
+        now = time.perf_counter()
+        gaps.append(now - t_prev)
+        t_prev = now
+    for s in [*slots, newcomer]:
+        engine.free_slot(s)
+    return {"c": c, "prompt_tokens": long_prompt, "chunk": chunk, "plain_step_ms": 1e3 * plain,
+            "mixed_step_ms": 1e3 * statistics.median(gaps), "worst_step_ms": 1e3 * max(gaps),
+            "ratio": statistics.median(gaps) / plain}
+
+
 def profile_step(engine: Any, m: int, reps: int = 5) -> list[dict[str, Any]]:
     """GPU time of the m-row step split by kernel name: the launches of one name, in step order, captured as
     their own graph and replayed (median of reps). The weights stream from memory as in the real step, so
@@ -101,7 +161,7 @@ def profile_step(engine: Any, m: int, reps: int = 5) -> list[dict[str, Any]]:
     slots = [engine.alloc_slot() for _ in range(m)]
     engine._stage(0, slots, [0] * m)
     engine.acts.step.upload(engine._staging.array[0], engine.stream)
-    plan = engine._plan(m, True)
+    plan = engine._plan(m, "all")
     groups: dict[str, list] = {"whole step": plan}
     for k in plan:
         groups.setdefault(k.name, []).append(k)
@@ -130,30 +190,35 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
 
     model = GGUFModel.open(args.model)
     rungs = [int(c) for c in args.ladder.split(",")]
-    engine = load_engine(model, kind=args.engine, max_slots=max(rungs), max_context=args.max_context)
+    long_prompt = min(args.long_prompt, args.max_context - 64)
+    max_context = args.max_context
+    engine = load_engine(model, kind=args.engine, max_slots=max(rungs) + 1, max_context=max_context)
     rng = np.random.default_rng(0)
-    bw = copy_bandwidth() if args.engine == "cuda" else float("nan")
+    cuda = args.engine == "cuda"
+    read_bw = read_bandwidth() if cuda else float("nan")
+    copy_bw = copy_bandwidth() if cuda else float("nan")
     per_token = weight_bytes_per_token(model)
-    floor_tok_s = bw / per_token
+    floor_tok_s = read_bw / per_token
     ladder = [ladder_rung(engine, c, args.steps, rng) for c in rungs]
     single = ladder[0] if rungs[0] == 1 else ladder_rung(engine, 1, args.steps, rng)
     prefill = prefill_rung(engine, args.prompt_len, rng)
-    use_profile = args.profile and args.engine == "cuda"
-    profile = {m: profile_step(engine, m) for m in (1, max(rungs))} if use_profile else {}
+    mixed = mixed_rung(engine, max(rungs), long_prompt, args.steps, rng) if long_prompt > 0 else None
+    profile = {m: profile_step(engine, m) for m in (1, max(rungs))} if args.profile and cuda else {}
     return {"profile": profile,
-        "model": str(args.model), "engine": engine.describe(), "copy_bandwidth_B_s": bw,
-        "weight_bytes_per_token": per_token, "floor_tok_s": floor_tok_s,
+        "model": str(args.model), "engine": engine.describe(), "read_bandwidth_B_s": read_bw,
+        "copy_bandwidth_B_s": copy_bw, "weight_bytes_per_token": per_token, "floor_tok_s": floor_tok_s,
         "decode_tok_s": single["aggregate_tok_s"], "pct_of_floor": 100 * single["aggregate_tok_s"] / floor_tok_s,
-        "ladder": ladder, "prefill": prefill,
+        "ladder": ladder, "prefill": prefill, "mixed": mixed,
     }
 
 
 def format_table(r: dict[str, Any]) -> str:
     lines = [
         f"model {r['model']}  on {r['engine'].get('device')}",
+        f"device streaming read bandwidth     {r.get('read_bandwidth_B_s', float('nan')) / 1e12:8.2f} TB/s",
         f"device copy bandwidth (read+write)  {r['copy_bandwidth_B_s'] / 1e12:8.2f} TB/s",
         f"weight bytes per decode token       {r['weight_bytes_per_token'] / 1e9:8.3f} GB",
-        f"bandwidth floor                     {r['floor_tok_s']:8.1f} tok/s",
+        f"bandwidth floor (read)              {r['floor_tok_s']:8.1f} tok/s",
         f"single-stream decode                {r['decode_tok_s']:8.1f} tok/s  ({r['pct_of_floor']:.1f}% of floor)",
         "",
         f"{'c':>3} {'aggregate tok/s':>16} {'per-request tok/s':>18} {'step ms':>9} {'host us/step':>13} {'x c=1':>6}",
@@ -164,6 +229,11 @@ def format_table(r: dict[str, Any]) -> str:
                      f"{row['step_ms']:9.3f} {row['host_us_per_step']:13.1f} {row['aggregate_tok_s'] / base:6.2f}")
     p = r["prefill"]
     lines += ["", f"prefill {p['prompt_tokens']} tokens: TTFT {p['ttft_ms']:.1f} ms, {p['prefill_tok_s']:.1f} tok/s"]
+    mx = r.get("mixed")
+    if mx:
+        lines.append(f"{mx['c']} slots decoding while a {mx['prompt_tokens']}-token prompt is admitted "
+                     f"({mx['chunk']}-token chunks): step {mx['mixed_step_ms']:.2f} ms (worst {mx['worst_step_ms']:.2f})"
+                     f" vs {mx['plain_step_ms']:.2f} ms plain = {mx['ratio']:.2f}x")
     for m, rows in r.get("profile", {}).items():
         lines += ["", f"one m={m} step by kernel (each group replayed as its own graph, GPU us):"]
         lines += [f"  {x['name']:<24} x{x['launches']:<4} {x['us']:9.1f} us" for x in rows[:14]]

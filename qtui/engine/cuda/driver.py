@@ -106,19 +106,49 @@ def load_module(stem: str) -> Any:
 class Kernel:
     """One launch site: a kernel function, grid/block and a prepacked argument array (python_stack.md §1.7
     Form B). Arguments are fixed at construction (pointers to fixed buffers), so the same object serves eager
-    launches and graph capture. `types` are numpy dtypes: np.uint64 for pointers, np.int32, np.int64, np.float32.
+    launches and graph capture. `args` are (value, numpy dtype): np.uint64 for pointers, np.int32, np.int64,
+    np.float32. `pdl`: launch with Programmatic Dependent Launch (cuLaunchKernelEx with programmatic stream
+    serialization; captured into graphs as programmatic edges): the kernel may start while the one before it
+    drains, and must follow the griddepcontrol contract of ptx/common.cuh. `fn` None: a dry site (the CPU ABI
+    test builds every site without a GPU).
     """
 
-    __slots__ = ("fn", "grid", "block", "shmem", "cells", "params", "name")
+    __slots__ = ("fn", "grid", "block", "shmem", "cells", "params", "name", "pdl", "_config")
 
     def __init__(self, fn: Any, name: str, grid: tuple[int, int, int], block: int, args: list[tuple[Any, Any]],
-                 shmem: int = 0) -> None:
+                 shmem: int = 0, pdl: bool = True) -> None:
         assert all(g > 0 for g in grid) and 0 < block <= 1024, (name, grid, block)
-        self.fn, self.name, self.grid, self.block, self.shmem = fn, name, grid, block, shmem
+        self.fn, self.name, self.grid, self.block, self.shmem, self.pdl = fn, name, grid, block, shmem, pdl
         self.cells = [np.array([int(v) if t == np.uint64 else v], dtype=t) for v, t in args]
         self.params = np.array([c.ctypes.data for c in self.cells], dtype=np.uint64)
+        self._config: Any = None
+
+    @property
+    def arg_types(self) -> list[np.dtype]:
+        return [c.dtype for c in self.cells]
+
+    def _launch_config(self) -> Any:
+        cu = _cu()
+        cfg = cu.CUlaunchConfig()
+        cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = self.grid
+        cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = self.block, 1, 1
+        cfg.sharedMemBytes = self.shmem
+        attr = cu.CUlaunchAttribute()
+        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        attr.value.programmaticStreamSerializationAllowed = 1
+        cfg.attrs = [attr]
+        cfg.numAttrs = 1
+        return cfg
 
     def launch(self, stream: Any) -> None:
+        assert self.fn is not None, f"{self.name}: a dry launch site cannot run"
+        if self.pdl:
+            if self._config is None:
+                self._config = self._launch_config()
+            self._config.hStream = stream
+            check(_cu().cuLaunchKernelEx(self._config, self.fn, self.params.ctypes.data, 0),
+                  f"cuLaunchKernelEx({self.name})")
+            return
         g = self.grid
         check(_cu().cuLaunchKernel(self.fn, g[0], g[1], g[2], self.block, 1, 1, self.shmem, stream,
                                    self.params.ctypes.data, 0), f"cuLaunchKernel({self.name})")
@@ -137,8 +167,13 @@ class DeviceBuffer:
     def upload(self, host: np.ndarray, stream: Any, offset: int = 0) -> None:
         host = np.ascontiguousarray(host)
         assert offset + host.nbytes <= self.nbytes
-        check(_cu().cuMemcpyHtoDAsync(int(self.ptr) + offset, host.ctypes.data, host.nbytes, stream),
-              "cuMemcpyHtoDAsync")
+        DeviceBuffer.upload_to(int(self.ptr) + offset, host, stream)
+
+    @staticmethod
+    def upload_to(dst: int, host: np.ndarray, stream: Any) -> None:
+        """Copy a host array to device address dst (inside an allocation the caller sized)."""
+        host = np.ascontiguousarray(host)
+        check(_cu().cuMemcpyHtoDAsync(dst, host.ctypes.data, host.nbytes, stream), "cuMemcpyHtoDAsync")
 
     def download(self, out: np.ndarray, stream: Any, offset: int = 0) -> np.ndarray:
         assert out.flags.c_contiguous and offset + out.nbytes <= self.nbytes

@@ -2,13 +2,13 @@
 
 Weights live on the device as raw GGUF blocks; per-slot state (KV cache, conv state, float32 delta-rule S)
 lives in pools indexed by slot id and zeroed when a slot is handed out; activations are preallocated for
-max(max_batch, PREFILL_CHUNK) rows. A step is one fixed list of launches (step.py), replayed as one CUDA graph
-per (m, head, run) (graphs.py). A decode step has m rows of m slots (run = 1). Prefill feeds the prompt in
-chunks of PREFILL_CHUNK tokens, one chunk per step: the m rows of a chunk are one slot at consecutive positions,
-a single run of m rows that the recurrent kernels walk in order with the per-token arithmetic. So a chunked
-prefill is bitwise the same prompt fed one token per step, wherever the chunk boundaries fall (GEMV rows are
-M-invariant; attention reads each row's own positions 0..pos after the chunk's K/V are stored): DESIGN
-invariant 1.
+max(max_rows, PREFILL_CHUNK) rows. A step is one fixed list of launches (step.py), replayed as one CUDA graph
+per (m, head, run) (graphs.py). A decode step has m <= max_rows rows of m slots (run = 1). Prefill feeds the
+prompt in chunks of PREFILL_CHUNK tokens, one chunk per step: the m rows of a chunk are one slot at consecutive
+positions, a single run of m rows that the recurrent kernels walk in order with the per-token arithmetic; only
+the last chunk runs the LM head, on its last row. So a chunked prefill is bitwise the same prompt fed one token
+per step, wherever the chunk boundaries fall (GEMV columns are m-invariant; attention reads each row's own
+positions 0..pos after the chunk's K/V are stored): DESIGN invariants 1 and 7.
 """
 
 from __future__ import annotations
@@ -21,22 +21,24 @@ import numpy as np
 
 from qtui.engine.cuda import driver as drv
 from qtui.engine.cuda.graphs import GraphCache
-from qtui.engine.cuda.kernels import ATTN_PIECE, MAX_GEMV_ROWS, KernelTable
-from qtui.engine.cuda.step import F32_BYTES, Activations, Pools, build_step
+from qtui.engine.cuda.kernels import ATTN_PIECE, MAX_HEAD_DIM, MAX_PASS_TOKENS, KernelTable
+from qtui.engine.cuda.step import F32_BYTES, Activations, Head, Pools, build_step
 from qtui.engine.cuda.weights import DeviceWeights
 from qtui.engine.slot_book import SlotBook
 from qtui.errors import BadRequest, EngineUnavailable
 from qtui.model.config import Qwen35Config
 
-PREFILL_CHUNK = MAX_GEMV_ROWS  # prompt tokens per prefill step: the largest GEMV row bucket
+MAX_ROWS = MAX_PASS_TOKENS  # rows of one decode step: one 64-token pass of the GEMVs (each weight read once)
+PREFILL_CHUNK = 256  # prompt tokens per prefill step (4 GEMV passes)
 
 
 def check_supported(cfg: Qwen35Config) -> None:
     """The shapes the kernels are written for; raises EngineUnavailable naming the one that does not fit."""
     if cfg.d_k != cfg.d_v or cfg.d_k not in (64, 128):
         raise EngineUnavailable(f"CUDA delta-rule kernel needs d_k == d_v in (64, 128), got {cfg.d_k}, {cfg.d_v}")
-    if cfg.head_dim % 32 or cfg.head_dim > 256:
-        raise EngineUnavailable(f"CUDA attention needs head_dim a multiple of 32 up to 256, got {cfg.head_dim}")
+    if cfg.head_dim % 32 or cfg.head_dim > MAX_HEAD_DIM:
+        raise EngineUnavailable(f"CUDA attention needs head_dim a multiple of 32 up to {MAX_HEAD_DIM}, got "
+                                f"{cfg.head_dim}")
     if cfg.ssm_d_conv > 8:
         raise EngineUnavailable(f"CUDA conv kernel supports d_conv <= 8, got {cfg.ssm_d_conv}")
 
@@ -44,29 +46,31 @@ def check_supported(cfg: Qwen35Config) -> None:
 class CudaEngine(SlotBook):
     name = "cuda"
 
-    def __init__(self, model: Any, max_slots: int = 16, max_context: int = 4096, use_graphs: bool = True,
-                 progress: bool = True) -> None:
+    def __init__(self, model: Any, max_slots: int = MAX_ROWS, max_context: int = 4096, use_graphs: bool = True,
+                 progress: bool = True, prefill_chunk: int = PREFILL_CHUNK) -> None:
         if not drv.cuda_available():
             raise EngineUnavailable("no CUDA driver or device here (cuInit failed)")
-        assert max_slots >= 1 and max_context >= 1
+        assert max_slots >= 1 and max_context >= 1 and 1 <= prefill_chunk <= PREFILL_CHUNK
         drv.primary_context()
         self.config = cfg = model.config
         check_supported(cfg)
         self._init_slots(max_slots, max_context, cfg.n_vocab)
-        self.max_batch = min(max_slots, MAX_GEMV_ROWS)
+        self.max_rows = min(max_slots, MAX_ROWS)  # rows one decode step holds (BatchEngine.max_rows)
+        self.max_batch = self.max_rows
         self.use_graphs = use_graphs
         self.stream = drv.new_stream()
         self.kernels = KernelTable()
-        self.weights = DeviceWeights(model, self.stream, progress)
+        self.weights = DeviceWeights(model, self.kernels, self.stream, progress)
         self.pools = self._alloc_pools(cfg)
-        rows = max(self.max_batch, PREFILL_CHUNK)  # full prefill chunks even with fewer slots than a chunk
-        self.acts = Activations(cfg, rows, (max_context + ATTN_PIECE - 1) // ATTN_PIECE, self.stream)
-        n_images = (max_context + PREFILL_CHUNK - 1) // PREFILL_CHUNK
-        self._staging = drv.PinnedArray((n_images, 3, rows), np.int32)  # one step-buffer image per prefill chunk
-        self._out_host = drv.PinnedArray((self.max_batch,), np.int32)
-        self._logits_host = drv.PinnedArray((self.max_batch, cfg.n_vocab), np.float32)
+        self.prefill_chunk = prefill_chunk  # tokens per prefill step (any size gives the same bits)
+        rows = max(self.max_rows, prefill_chunk)  # full prefill chunks even with fewer slots than a chunk
+        self.acts = Activations(cfg, rows, self.max_rows, (max_context + ATTN_PIECE - 1) // ATTN_PIECE, self.stream)
+        n_images = (max_context + prefill_chunk - 1) // prefill_chunk
+        self._staging = drv.PinnedArray((n_images, 3, self.acts.rows), np.int32)  # a step image per chunk
+        self._out_host = drv.PinnedArray((self.max_rows,), np.int32)
+        self._logits_host = drv.PinnedArray((self.max_rows, cfg.n_vocab), np.float32)
         self.graphs = GraphCache(self.stream)
-        self._plans: dict[tuple[int, bool, int], list[drv.Kernel]] = {}
+        self._plans: dict[tuple[int, Head, int], list[drv.Kernel]] = {}
         self.last_host_us = 0.0  # host time of the last decode call up to the sync (us)
         self.last_wall_us = 0.0  # wall time of the last decode call (us)
         self._device_name = drv.device_name()
@@ -99,7 +103,7 @@ class CudaEngine(SlotBook):
 
     # --- steps ---
 
-    def _plan(self, m: int, head: bool, run: int = 1) -> list[drv.Kernel]:
+    def _plan(self, m: int, head: Head, run: int = 1) -> list[drv.Kernel]:
         """The step's launch list; run = rows per slot run (1: decode, m: a prefill chunk of one slot)."""
         key = (m, head, run)
         if key not in self._plans:
@@ -107,7 +111,7 @@ class CudaEngine(SlotBook):
                                           self.max_context, run)
         return self._plans[key]
 
-    def _launch_step(self, m: int, head: bool, run: int, image: int) -> None:
+    def _launch_step(self, m: int, head: Head, run: int, image: int) -> None:
         """Copy step-buffer image `image` of the pinned staging to the device, then run the step (graph or
         eager). All stream-ordered: nothing waits on the host here."""
         self.acts.step.upload(self._staging.array[image], self.stream)
@@ -135,7 +139,7 @@ class CudaEngine(SlotBook):
         t0 = time.perf_counter()
         m = len(slots)
         self._stage(0, slots, ids)
-        self._launch_step(m, True, 1, 0)
+        self._launch_step(m, "all", 1, 0)
         self.acts.out_tokens.download(self._out_host.array[:m], self.stream)
         if want_logits:
             self.acts.bufs["logits"].download(self._logits_host.array[:m], self.stream)
@@ -156,8 +160,8 @@ class CudaEngine(SlotBook):
             self._check_slot(slot)
             self._check_room(slot, 1)
         out, logits = [], []
-        for i in range(0, len(slots), self.max_batch):  # more slots than max_batch: independent chunks
-            toks, lg = self._run_decode(slots[i : i + self.max_batch], ids[i : i + self.max_batch], want_logits)
+        for i in range(0, len(slots), self.max_rows):  # more slots than max_rows: independent steps
+            toks, lg = self._run_decode(slots[i : i + self.max_rows], ids[i : i + self.max_rows], want_logits)
             out += toks
             logits.append(lg)
         return out, logits
@@ -176,18 +180,17 @@ class CudaEngine(SlotBook):
             raise BadRequest("prefill needs at least one token")
         self._check_room(slot, len(ids))
         start = int(self._length[slot])
-        chunks = [ids[i : i + PREFILL_CHUNK] for i in range(0, len(ids), PREFILL_CHUNK)]
+        size = self.prefill_chunk
+        chunks = [ids[i : i + size] for i in range(0, len(ids), size)]
         for c, chunk in enumerate(chunks):  # every image staged first: the queued copies read them later
-            first = start + c * PREFILL_CHUNK
+            first = start + c * size
             self._stage(c, [slot] * len(chunk), chunk, range(first, first + len(chunk)))
         self._length[slot] += len(ids)
-        for c, chunk in enumerate(chunks):  # one run of len(chunk) rows; the LM head only on the last chunk
-            self._launch_step(len(chunk), c == len(chunks) - 1, len(chunk), c)
-        last = len(chunks[-1]) - 1  # the prompt's last token is the last row of the final chunk
-        self.acts.out_tokens.download(self._out_host.array[:1], self.stream, offset=4 * last)
+        for c, chunk in enumerate(chunks):  # one run of len(chunk) rows; the LM head on the prompt's last row
+            self._launch_step(len(chunk), "last" if c == len(chunks) - 1 else "none", len(chunk), c)
+        self.acts.out_tokens.download(self._out_host.array[:1], self.stream)  # the last row's: row 0
         if want_logits:
-            n_vocab = self.config.n_vocab
-            self.acts.bufs["logits"].download(self._logits_host.array[:1], self.stream, offset=4 * last * n_vocab)
+            self.acts.bufs["logits"].download(self._logits_host.array[:1], self.stream)
         drv.sync(self.stream)
         return int(self._out_host.array[0]), (self._logits_host.array[0].copy() if want_logits else None)
 
@@ -205,11 +208,11 @@ class CudaEngine(SlotBook):
             "device": self._device_name,
             "max_slots": self.max_slots,
             "max_context": self.max_context,
-            "max_batch": self.max_batch,
+            "max_rows": self.max_rows,
             "graphs": self.use_graphs,
             "weight_bytes": self.weights.nbytes,
             "attention_piece": ATTN_PIECE,
-            "prefill_chunk": PREFILL_CHUNK,
+            "prefill_chunk": self.prefill_chunk,
         }
 
     def close(self) -> None:

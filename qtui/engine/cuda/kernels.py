@@ -1,41 +1,79 @@
-"""The kernel table: one builder per PTX entry, each stating its grid and tensor shapes.
+"""The kernel table: one builder per PTX entry, each stating its grid and tensor shapes, keyword arguments only.
 
 Every builder returns a `Kernel` launch site whose arguments are fixed device pointers (per-step values such
 as token ids, slot ids and positions are read by the kernels from fixed device buffers), so a list of launch
-sites is one decode step: launched eagerly, or captured once into a CUDA graph and replayed.
+sites is one step: launched eagerly, or captured once into a CUDA graph and replayed. Every site but the first
+of a step is launched with Programmatic Dependent Launch (ptx/common.cuh).
+
+The argument lists here ARE the Python side of the PTX ABI: tests/engine/cuda/test_abi.py builds every site
+dry (no GPU) and checks each against the `.entry` signature in the committed ptx/*.ptx.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from qtui.engine.cuda.driver import Kernel, check, load_module
+from qtui.engine.cuda.driver import DeviceBuffer, Kernel, check, load_module
+from qtui.engine.cuda.repack import TILED_TYPES, n_tiles
 
 P, I32, I64, F32 = np.uint64, np.int32, np.int64, np.float32
-ATTN_PIECE = 256  # positions per attention piece: must match ATTN_PIECE in ptx/attention.cu
-GEMV_BUCKETS = (1, 2, 4, 8, 16)  # the M instantiations in ptx/gemv.cuh
-MAX_GEMV_ROWS = GEMV_BUCKETS[-1]
+
+# Constants shared with ptx/ (the single Python statement of each; the ABI test reads the .cu defines).
+ATTN_PIECE = 256  # positions per attention piece: ATTN_PIECE in ptx/attention.cu
+MAX_CONV = 8  # longest conv kernel: MAX_CONV in ptx/deltanet.cu
+MAX_HEAD_DIM = 256  # the attention kernels keep one head in 256 threads / floats of shared memory
+MMA_WARPS = 8  # ptx/mma.cuh: warps per block, each a K part
+MMA_THREADS = 32 * MMA_WARPS
+MMA_TOKEN_TILES = (1, 2, 4, 8)  # NT instantiations: 8*NT tokens per pass
+MAX_PASS_TOKENS = 8 * MMA_TOKEN_TILES[-1]  # tokens one pass of a tensor-core GEMV holds (64)
+# Blocks a tensor-core GEMV aims for (4 per SM on the 132-SM H200): matrices with fewer 16-row tiles split K
+# across blocks. A constant, not read from the device, so the arithmetic is the same on every GPU.
+MMA_TARGET_BLOCKS = 4 * 132
+FMA_BUCKETS = (1, 2, 4, 8, 16)  # the M instantiations of the float-type FMA kernels (ptx/gemv.cuh)
 GEMV_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_k", "q5_k", "q6_k")
-# Integer-quant types run the tensor-core kernels of ptx/mma.cuh (16-row tiles, 8-token tiles, 8 warps
-# splitting K); the float types run the FMA kernels of ptx/gemv.cuh (one warp per row).
-MMA_TYPES = ("q8_0", "q4_k", "q5_k", "q6_k")
-MMA_THREADS = 256  # MMA_WARPS * 32 in ptx/mma.cuh
-# Bytes per 256 values in each type's raw GGUF rows (a "unit" of ptx/gemv.cu).
+MMA_TYPES = TILED_TYPES  # integer quants: tensor cores over the repacked tiles (ptx/mma.cuh)
+# Bytes per 256 values in each type's raw GGUF rows.
 UNIT_BYTES = {"f32": 1024, "f16": 512, "bf16": 512, "q8_0": 272, "q4_k": 144, "q5_k": 176, "q6_k": 210}
+# Split-K partials and the per-tile arrival counters of the tensor-core GEMVs (shared by every GEMV of a step:
+# they run one after another). 64 MiB of partials covers a 256-token chunk of every shape used.
+SCRATCH_BYTES = 64 << 20
+MAX_COUNTERS = 1 << 16
 
 
-def gemv_bucket(m: int) -> int:
-    """The GEMV instantiation M used for m rows: the smallest M >= m (rows m..M-1 are scratch padding)."""
-    assert 1 <= m <= MAX_GEMV_ROWS, m
-    return next(b for b in GEMV_BUCKETS if b >= m)
+@dataclass(frozen=True, slots=True)
+class Split:
+    """An activation in the split format of ptx/split.cuh: xs [rows][n/4] uint4, xsum [rows][n/16] float."""
+
+    xs: int
+    xsum: int
+    n: int
+
+    def row(self, r: int) -> Split:
+        """The same buffer from row r on (e.g. the last prompt row for the LM head)."""
+        return Split(self.xs + 4 * self.n * r, self.xsum + (self.n // 16) * 4 * r, self.n)
 
 
-def mma_tiles(m: int) -> int:
-    """8-token tiles of the tensor-core kernels for m rows (NT in ptx/mma.cuh): 1 for m <= 8, 2 for m <= 16."""
-    assert 1 <= m <= MAX_GEMV_ROWS, m
-    return 1 if m <= 8 else 2
+def fma_bucket(m: int) -> int:
+    """The FMA instantiation M for m rows (m > 16: M = 16 over token groups of 16)."""
+    return next((b for b in FMA_BUCKETS if b >= m), FMA_BUCKETS[-1])
+
+
+def mma_token_tiles(m: int) -> int:
+    """NT of the tensor-core kernels for m rows: 8-token tiles per pass (m > 64: passes of 64 tokens)."""
+    return next((nt for nt in MMA_TOKEN_TILES if 8 * nt >= m), MMA_TOKEN_TILES[-1])
+
+
+def mma_blocks_per_tile(tiles: int, n_sb: int, matrices: int = 1) -> int:
+    """B: blocks sharing one 16-row tile (its K cut into B * 8/matrices contiguous parts, summed in a fixed
+    order). A function of the matrix SHAPE only, never of m: that is what keeps every row count and every
+    prefill chunk bitwise equal (DESIGN invariants 1 and 7)."""
+    if tiles >= MMA_TARGET_BLOCKS:
+        return 1
+    want = -(-MMA_TARGET_BLOCKS // tiles)
+    return max(1, min(want, n_sb))  # at most one block per super-block column
 
 
 def qtype_name(qtype: Any) -> str:
@@ -46,19 +84,25 @@ def qtype_name(qtype: Any) -> str:
     return name
 
 
-def _row_bytes(qtype: str, n_in: int) -> int:
+def row_bytes(qtype: str, n_in: int) -> int:
     return n_in // 256 * UNIT_BYTES[qtype]
 
 
 class KernelTable:
-    """Loads PTX modules on first use (one per family; one per weight type for the GEMVs, so a model JITs
-    only the types it holds) and looks functions up by name (cached)."""
+    """Loads PTX modules on first use (one per family; one per weight type for the GEMVs, so a model JITs only
+    the types it holds), looks functions up by name, and owns the split-K scratch of the GEMVs.
+    `dry=True`: no GPU; sites carry fn=None (the ABI test)."""
 
-    def __init__(self) -> None:
+    def __init__(self, dry: bool = False) -> None:
+        self.dry = dry
         self.modules: dict[str, Any] = {}
         self._fns: dict[str, Any] = {}
+        self.scratch = 0 if dry else int(_zeroed(SCRATCH_BYTES))
+        self.counters = 0 if dry else int(_zeroed(4 * MAX_COUNTERS))
 
     def fn(self, module: str, name: str) -> Any:
+        if self.dry:
+            return None
         key = f"{module}:{name}"
         if key not in self._fns:
             from cuda.bindings import driver as cu
@@ -69,116 +113,156 @@ class KernelTable:
                                    f"cuModuleGetFunction({name})")
         return self._fns[key]
 
-    # --- GEMV / embedding (ptx/gemv.cuh FMA kernels and ptx/mma.cuh tensor-core kernels, one module
-    # ptx/gemv_<type>.cu per weight type). Float types: m rows run the M = gemv_bucket(m) instantiation, so x,
-    # y (and res) need M rows of valid memory. Integer-quant types read and write rows < m only.
-    def gemv(self, qtype: str, m: int, w: int, x: int, y: int, res: int, n_in: int, n_out: int) -> Kernel:
-        """y[m][n_out] = (res or 0) + x[m][n_in] @ W^T; W raw [n_out][row_bytes]."""
-        assert n_in % 256 == 0, n_in
-        args = [(w, P), (x, P), (y, P), (res, P), (n_in, I32), (n_out, I32), (_row_bytes(qtype, n_in), I64)]
+    def _site(self, module: str, name: str, grid: tuple[int, int, int], block: int, args: list, pdl: bool = True,
+              ) -> Kernel:
+        return Kernel(self.fn(module, name), name, grid, block, args, pdl=pdl)
+
+    # --- GEMV (ptx/mma.cuh tensor-core kernels for the integer quants over repacked tiles; ptx/gemv.cuh FMA
+    # kernels for the float types). x is split; outputs float32 [m][n] (segment 0 optionally + res).
+    def gemv(self, *, qtype: str, w: int, x: Split, outputs: list[tuple[int, int]], m: int, res: int = 0,
+             ) -> Kernel:
+        """y_i[m][n_i] = x[m] @ W_i^T for up to 4 matrices (w, n_i) sharing x, stored back to back in one tiled
+        buffer (each matrix starts on a tile); y_0 += res when res is given."""
+        n_in = x.n
+        assert n_in % 256 == 0 and 1 <= len(outputs) <= 4 and m >= 1, (n_in, outputs, m)
+        outs = list(outputs) + [(0, 0)] * (4 - len(outputs))
         if qtype in MMA_TYPES:
-            name = f"mma_gemv_{qtype}_n{mma_tiles(m)}"
-            return Kernel(self.fn(f"gemv_{qtype}", name), name, ((n_out + 15) // 16, 1, 1), MMA_THREADS,
-                          args + [(m, I32)])
-        name = f"gemv_{qtype}_m{gemv_bucket(m)}"
-        return Kernel(self.fn(f"gemv_{qtype}", name), name, ((n_out + 3) // 4, 1, 1), 128, args)
+            nt = mma_token_tiles(m)
+            tiles = sum(n_tiles(n) for _, n in outputs)
+            blocks = mma_blocks_per_tile(tiles, n_in // 256)
+            passes = -(-m // (8 * nt))
+            self._check_scratch(passes, tiles, blocks, 1, nt)
+            args = [(w, P), (x.xs, P), (x.xsum, P), (res, P)]
+            for y, n in outs:
+                args += [(y, P), (n, I32)]
+            args += [(n_in, I32), (m, I32), (tiles, I32), (blocks, I32), (self.scratch, P), (self.counters, P)]
+            return self._site(f"gemv_{qtype}", f"mma_gemv_{qtype}_n{nt}", (tiles * blocks, passes, 1), MMA_THREADS,
+                              args)
+        return self._fma_gemv(qtype, w, x, outputs, m, res)
 
-    def gemv4(self, qtype: str, m: int, segments: list[tuple[int, int, int]], x: int, n_in: int) -> Kernel:
-        """Up to 4 matrices (w, y, n_out) of one type sharing x[m][n_in], in one launch: y_i = x @ W_i^T."""
-        assert 1 <= len(segments) <= 4 and n_in % 256 == 0
-        segs = list(segments) + [(0, 0, 0)] * (4 - len(segments))
-        args: list[tuple[Any, Any]] = []
-        for w, y, n in segs:
-            args += [(w, P), (y, P), (n, I32)]
-        args += [(x, P), (n_in, I32), (_row_bytes(qtype, n_in), I64)]
+    def _fma_gemv(self, qtype: str, w: int, x: Split, outputs: list[tuple[int, int]], m: int, res: int) -> Kernel:
+        M, groups, rb, n_in = fma_bucket(m), -(-m // 16), row_bytes(qtype, x.n), x.n
+        if len(outputs) == 1:
+            (y, n), = outputs
+            args = [(w, P), (x.xs, P), (y, P), (res, P), (n_in, I32), (n, I32), (rb, I64)]
+            return self._site(f"gemv_{qtype}", f"gemv_{qtype}_m{M}", (-(-n // 4), groups, 1), 128, args)
+        assert res == 0, "the multi-matrix FMA kernel has no residual"
+        args, ptr = [], w
+        for y, n in list(outputs) + [(0, 0)] * (4 - len(outputs)):
+            args += [(ptr if n else 0, P), (y, P), (n, I32)]
+            ptr += n * rb
+        args += [(x.xs, P), (n_in, I32), (rb, I64)]
+        n_blocks = sum(-(-n // 4) for _, n in outputs)
+        return self._site(f"gemv_{qtype}", f"gemv4_{qtype}_m{M}", (n_blocks, groups, 1), 128, args)
+
+    def swiglu_gemv(self, *, qtype: str, w_gate: int, w_up: int, x: Split, act: Split, m: int) -> Kernel:
+        """act[m] = split(silu(x @ Wg^T) * (x @ Wu^T)) for gate and up of one tiled type (n_ff = act.n)."""
+        assert qtype in MMA_TYPES and act.n % 16 == 0
+        nt, tiles = mma_token_tiles(m), n_tiles(act.n)
+        blocks, passes = mma_blocks_per_tile(tiles, x.n // 256, 2), -(-m // (8 * nt))
+        self._check_scratch(passes, tiles, blocks, 2, nt)
+        args = [(w_gate, P), (w_up, P), (x.xs, P), (x.xsum, P), (act.xs, P), (act.xsum, P), (act.n, I32),
+                (x.n, I32), (m, I32), (blocks, I32), (self.scratch, P), (self.counters, P)]
+        return self._site(f"gemv_{qtype}", f"mma_swiglu_{qtype}_n{nt}", (tiles * blocks, passes, 1), MMA_THREADS,
+                          args)
+
+    def _check_scratch(self, passes: int, tiles: int, blocks: int, matrices: int, nt: int) -> None:
+        if blocks > 1:
+            assert passes * tiles <= MAX_COUNTERS, (passes, tiles)
+            assert passes * tiles * blocks * matrices * nt * 128 * 4 <= SCRATCH_BYTES, (passes, tiles, blocks, nt)
+
+    def embed(self, *, qtype: str, m: int, table: int, tokens: int, out: int, n_embd: int) -> Kernel:
+        """out[m][n_embd] float32 = dequantized rows tokens[0..m) of the table (tiled for the integer quants).
+        Grid (m), 256 threads. The first kernel of a step: a plain launch."""
         if qtype in MMA_TYPES:
-            name = f"mma_gemv4_{qtype}_n{mma_tiles(m)}"
-            n_blocks = sum((n + 15) // 16 for _, _, n in segs)
-            return Kernel(self.fn(f"gemv_{qtype}", name), name, (n_blocks, 1, 1), MMA_THREADS, args + [(m, I32)])
-        name = f"gemv4_{qtype}_m{gemv_bucket(m)}"
-        n_blocks = sum((n + 3) // 4 for _, _, n in segs)
-        return Kernel(self.fn(f"gemv_{qtype}", name), name, (n_blocks, 1, 1), 128, args)
+            args = [(table, P), (tokens, P), (out, P), (n_embd, I32)]
+        else:
+            args = [(table, P), (tokens, P), (out, P), (n_embd, I32), (row_bytes(qtype, n_embd), I64)]
+        return self._site(f"gemv_{qtype}", f"embed_{qtype}", (m, 1, 1), 256, args, pdl=False)
 
-    def gemv_swiglu(self, qtype: str, m: int, w_gate: int, w_up: int, x: int, act: int, n_in: int,
-                    n_out: int) -> Kernel:
-        """act[m][n_out] = silu(x @ Wg^T) * (x @ Wu^T), gate and up of one type."""
-        args = [(w_gate, P), (w_up, P), (x, P), (act, P), (n_in, I32), (n_out, I32), (_row_bytes(qtype, n_in), I64)]
-        if qtype in MMA_TYPES:
-            name = f"mma_swiglu_{qtype}_n{mma_tiles(m)}"
-            return Kernel(self.fn(f"gemv_{qtype}", name), name, ((n_out + 15) // 16, 1, 1), MMA_THREADS,
-                          args + [(m, I32)])
-        name = f"gemv_swiglu_{qtype}_m{gemv_bucket(m)}"
-        return Kernel(self.fn(f"gemv_{qtype}", name), name, ((n_out + 3) // 4, 1, 1), 128, args)
+    def repack(self, *, qtype: str, raw: int, out: int, n_out: int, n_in: int) -> Kernel:
+        """GGUF rows -> the tiled layout (ptx/repack.cu): a warp per 16-row x 256-value unit."""
+        units = n_tiles(n_out) * (n_in // 256)
+        return self._site("repack", f"repack_{qtype}", (-(-units // 8), 1, 1), 256,
+                          [(raw, P), (out, P), (n_out, I32), (n_in, I32)], pdl=False)
 
-    def embed(self, qtype: str, m: int, table: int, tokens: int, out: int, n_embd: int) -> Kernel:
-        """out[m][n_embd] = dequantized rows tokens[0..m) of the table. Grid (m), 256 threads."""
-        name = f"embed_{qtype}"
-        return Kernel(self.fn(f"gemv_{qtype}", name), name, (m, 1, 1), 256,
-                      [(table, P), (tokens, P), (out, P), (n_embd, I32), (_row_bytes(qtype, n_embd), I64)])
+    # --- norms and the split format (ptx/norms.cu, ptx/elementwise.cu) ---
+    def rmsnorm(self, *, m: int, x: int, w: int, out: Split, eps: float) -> Kernel:
+        """out[m] = split(x / sqrt(mean(x^2) + eps) * w), x float32 [m][n]. Grid (m), 256 threads."""
+        return self._site("norms", "rmsnorm", (m, 1, 1), 256,
+                          [(x, P), (w, P), (out.xs, P), (out.xsum, P), (out.n, I32), (eps, F32)])
 
-    # --- norms (ptx/norms.cu) ---
-    def rmsnorm(self, m: int, x: int, w: int, out: int, n: int, eps: float) -> Kernel:
-        """out[m][n] = x / sqrt(mean(x^2) + eps) * w. Grid (m), 256 threads."""
-        return Kernel(self.fn("norms", "rmsnorm"), "rmsnorm", (m, 1, 1), 256,
-                      [(x, P), (w, P), (out, P), (n, I32), (eps, F32)])
+    def split_rows(self, *, m: int, x: int, out: Split) -> Kernel:
+        """out[m] = split(x), x float32 [m][n]. Grid (ceil(n/1024), m), 256 threads."""
+        return self._site("elementwise", "split_rows", (-(-out.n // 1024), m, 1), 256,
+                          [(x, P), (out.xs, P), (out.xsum, P), (out.n, I32)])
 
-    def gated_rmsnorm_silu(self, m: int, o: int, z: int, w: int, out: int, n_heads: int, d_v: int,
-                           eps: float) -> Kernel:
-        """out[m][H][d_v] = rmsnorm(o per head) * w * silu(z). Grid (H, m), d_v threads."""
-        return Kernel(self.fn("norms", "gated_rmsnorm_silu"), "gated_rmsnorm_silu", (n_heads, m, 1), d_v,
-                      [(o, P), (z, P), (w, P), (out, P), (n_heads, I32), (eps, F32)])
+    def swiglu_split(self, *, m: int, gate: int, up: int, out: Split) -> Kernel:
+        """out[m] = split(silu(gate) * up), gate/up float32 [m][n] (the float weight types' SwiGLU)."""
+        return self._site("elementwise", "swiglu_split", (-(-out.n // 1024), m, 1), 256,
+                          [(gate, P), (up, P), (out.xs, P), (out.xsum, P), (out.n, I32)])
+
+    def read_stream(self, *, buf: int, nbytes: int, out: int, blocks: int) -> Kernel:
+        """Read nbytes (a multiple of 16) of buf once: the streaming-read ceiling. Grid `blocks`, 256 threads."""
+        return self._site("elementwise", "read_stream", (blocks, 1, 1), 256,
+                          [(buf, P), (nbytes // 16, I64), (out, P)], pdl=False)
+
+    def argmax(self, *, m: int, logits: int, tokens: int, n: int) -> Kernel:
+        """tokens[m] = argmax of each logits row (ties -> lowest index). Grid (m), 1024 threads."""
+        return self._site("elementwise", "argmax_rows", (m, 1, 1), 1024, [(logits, P), (tokens, P), (n, I32)])
 
     # --- attention (ptx/attention.cu) ---
-    def qk_norm_rope_store(self, m: int, qg: int, kb: int, vb: int, q_norm: int, k_norm: int, q_out: int,
+    def qk_norm_rope_store(self, *, m: int, qg: int, kb: int, vb: int, q_norm: int, k_norm: int, q_out: int,
                            k_cache: int, v_cache: int, slot_stride: int, slots: int, pos: int, n_head: int,
                            n_kv: int, hd: int, max_ctx: int, n_rot: int, theta: float, eps: float) -> Kernel:
-        """Grid (n_head + n_kv, m), hd threads (hd <= 512)."""
-        return Kernel(self.fn("attention", "qk_norm_rope_store"), "qk_norm_rope_store", (n_head + n_kv, m, 1), hd,
-                      [(qg, P), (kb, P), (vb, P), (q_norm, P), (k_norm, P), (q_out, P), (k_cache, P),
-                       (v_cache, P), (slot_stride, I64), (slots, P), (pos, P), (n_head, I32), (n_kv, I32),
-                       (max_ctx, I32), (n_rot, I32), (theta, F32), (eps, F32)])
+        """Grid (n_head + n_kv, m), hd threads."""
+        assert hd <= 512 and hd % 32 == 0
+        return self._site("attention", "qk_norm_rope_store", (n_head + n_kv, m, 1), hd,
+                          [(qg, P), (kb, P), (vb, P), (q_norm, P), (k_norm, P), (q_out, P), (k_cache, P),
+                           (v_cache, P), (slot_stride, I64), (slots, P), (pos, P), (n_head, I32), (n_kv, I32),
+                           (max_ctx, I32), (n_rot, I32), (theta, F32), (eps, F32)])
 
-    def attn_partial(self, m: int, q: int, k_cache: int, v_cache: int, slot_stride: int, slots: int, pos: int,
+    def attn_partial(self, *, m: int, q: int, k_cache: int, v_cache: int, slot_stride: int, slots: int, pos: int,
                      part: int, n_head: int, n_kv: int, hd: int, n_pieces: int) -> Kernel:
         """Grid (n_pieces, n_head, m), 256 threads; part [m][n_head][n_pieces][hd+2]."""
-        return Kernel(self.fn("attention", "attn_partial"), "attn_partial", (n_pieces, n_head, m), 256,
-                      [(q, P), (k_cache, P), (v_cache, P), (slot_stride, I64), (slots, P), (pos, P), (part, P),
-                       (n_head, I32), (n_kv, I32), (hd, I32), (n_pieces, I32)])
+        return self._site("attention", "attn_partial", (n_pieces, n_head, m), 256,
+                          [(q, P), (k_cache, P), (v_cache, P), (slot_stride, I64), (slots, P), (pos, P), (part, P),
+                           (n_head, I32), (n_kv, I32), (hd, I32), (n_pieces, I32)])
 
-    def attn_combine(self, m: int, part: int, qg: int, pos: int, out: int, n_head: int, hd: int,
+    def attn_combine(self, *, m: int, part: int, qg: int, pos: int, out: Split, n_head: int, hd: int,
                      n_pieces: int) -> Kernel:
-        """Grid (n_head, m), hd threads; out [m][n_head][hd] gated by sigmoid(gate)."""
-        return Kernel(self.fn("attention", "attn_combine"), "attn_combine", (n_head, m, 1), hd,
-                      [(part, P), (qg, P), (pos, P), (out, P), (n_head, I32), (n_pieces, I32)])
+        """Grid (n_head, m), hd threads; out = split([m][n_head * hd]) gated by sigmoid(gate)."""
+        assert out.n == n_head * hd
+        return self._site("attention", "attn_combine", (n_head, m, 1), hd,
+                          [(part, P), (qg, P), (pos, P), (out.xs, P), (out.xsum, P), (n_head, I32), (n_pieces, I32)])
 
     # --- Gated DeltaNet (ptx/deltanet.cu) ---
     # Rows come in runs of `run` consecutive rows of one slot (slots[first row of the run]), processed in order
     # by one block: decode has run = 1 (each row its own slot), a prefill chunk of m tokens has run = m.
-    def conv_step_silu(self, m: int, x: int, w: int, state: int, slot_stride: int, slots: int, out: int, C: int,
-                       K: int, run: int = 1) -> Kernel:
+    def conv_step_silu(self, *, m: int, x: int, w: int, state: int, slot_stride: int, slots: int, out: int,
+                       channels: int, kernel: int, run: int = 1) -> Kernel:
         """Grid (ceil(C/256), m / run), 256 threads."""
-        assert K <= 8 and run >= 1 and m % run == 0, (K, m, run)
-        return Kernel(self.fn("deltanet", "conv_step_silu"), "conv_step_silu", ((C + 255) // 256, m // run, 1),
-                      256, [(x, P), (w, P), (state, P), (slot_stride, I64), (slots, P), (out, P), (C, I32), (K, I32),
-                            (run, I32)])
+        assert kernel <= MAX_CONV and run >= 1 and m % run == 0, (kernel, m, run)
+        return self._site("deltanet", "conv_step_silu", (-(-channels // 256), m // run, 1), 256,
+                          [(x, P), (w, P), (state, P), (slot_stride, I64), (slots, P), (out, P), (channels, I32),
+                           (kernel, I32), (run, I32)])
 
-    def delta_step(self, m: int, d_k: int, conv_out: int, a: int, b: int, ssm_a: int, dt_bias: int, S: int,
-                   slot_stride: int, slots: int, z: int, norm_w: int, out: int, H_k: int, H_v: int,
+    def delta_step(self, *, m: int, d_k: int, conv_out: int, a: int, b: int, ssm_a: int, dt_bias: int, S: int,
+                   slot_stride: int, slots: int, z: int, norm_w: int, out: Split, H_k: int, H_v: int,
                    eps: float, run: int = 1) -> Kernel:
-        """Delta rule + gated RMSNorm * silu(z): out [m][H_v][d_v]. Grid (H_v, m / run), 4*d_k threads
+        """Delta rule + gated RMSNorm * silu(z): out = split([m][H_v * d_v]). Grid (H_v, m / run), 4*d_k threads
         (d_k == d_v in {64, 128})."""
-        assert run >= 1 and m % run == 0, (m, run)
-        name = f"delta_step_d{d_k}"
-        return Kernel(self.fn("deltanet", name), name, (H_v, m // run, 1), 4 * d_k,
-                      [(conv_out, P), (a, P), (b, P), (ssm_a, P), (dt_bias, P), (S, P), (slot_stride, I64),
-                       (slots, P), (z, P), (norm_w, P), (out, P), (H_k, I32), (H_v, I32), (eps, F32), (run, I32)])
+        assert run >= 1 and m % run == 0 and out.n == H_v * d_k, (m, run, out.n)
+        return self._site("deltanet", f"delta_step_d{d_k}", (H_v, m // run, 1), 4 * d_k,
+                          [(conv_out, P), (a, P), (b, P), (ssm_a, P), (dt_bias, P), (S, P), (slot_stride, I64),
+                           (slots, P), (z, P), (norm_w, P), (out.xs, P), (out.xsum, P), (H_k, I32), (H_v, I32),
+                           (eps, F32), (run, I32)])
 
-    # --- elementwise (ptx/elementwise.cu) ---
-    def swiglu(self, total: int, gate: int, up: int, out: int) -> Kernel:
-        return Kernel(self.fn("elementwise", "swiglu"), "swiglu", ((total + 255) // 256, 1, 1), 256,
-                      [(gate, P), (up, P), (out, P), (total, I32)])
 
-    def argmax(self, m: int, logits: int, tokens: int, n: int) -> Kernel:
-        """tokens[m] = argmax of each logits row (ties -> lowest index). Grid (m), 1024 threads."""
-        return Kernel(self.fn("elementwise", "argmax_rows"), "argmax_rows", (m, 1, 1), 1024,
-                      [(logits, P), (tokens, P), (n, I32)])
+def _zeroed(nbytes: int) -> DeviceBuffer:
+    """A device allocation set to zero synchronously (the split-K counters must start at 0)."""
+    from cuda.bindings import driver as cu
+
+    buf = DeviceBuffer(nbytes)
+    check(cu.cuMemsetD32(int(buf), 0, nbytes // 4), "cuMemsetD32")
+    return buf

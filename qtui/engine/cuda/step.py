@@ -7,18 +7,27 @@ and attention treat every row independently by its own slot and position.
 Every pointer in the list is fixed: activations are preallocated for the largest step, state lives in pools
 indexed by slot id, and the per-step values (token ids, slot ids, positions) are read by the kernels from the
 fixed step buffer. So the same list is launched eagerly or captured once into a graph and replayed.
+GEMV inputs are in the split format (ptx/split.cuh): the kernels that produce them (rmsnorm, the delta rule,
+attention, SwiGLU) write it directly.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from qtui.engine.cuda.driver import DeviceBuffer, Kernel
-from qtui.engine.cuda.kernels import ATTN_PIECE, KernelTable, gemv_bucket
+from qtui.engine.cuda.kernels import ATTN_PIECE, MMA_TYPES, KernelTable, Split
 from qtui.engine.cuda.weights import DeviceWeights
 from qtui.model.config import Qwen35Config
 
 F32_BYTES = 4
+# Which rows get the final norm, the LM head and the argmax: none (prefill chunks before the last), all m rows
+# (decode), or only the last row (the last prefill chunk: its logits land in row 0).
+Head = Literal["none", "all", "last"]
+# Projection outputs by tensor suffix (weights.SHARED_INPUT) -> activation buffer.
+PROJECTION_OUT = {"attn_qkv": "qkv", "attn_gate": "z", "ssm_beta": "b", "ssm_alpha": "a",
+                  "attn_q": "qg", "attn_k": "kb", "attn_v": "vb"}  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -49,40 +58,47 @@ class Pools:
 
 
 class Activations:
-    """Scratch for gemv_bucket(max_batch) rows (GEMVs pad m up to their bucket), float32, row-major
-    [rows][width], zeroed once; the step buffer holds int32 tokens[B] | slots[B] | pos[B]; out_tokens int32 [B].
-    max_batch is the most rows of any step: decode batch or prefill chunk, whichever is larger."""
+    """Scratch for `rows` rows (a multiple of 16: the float types' FMA kernels run 16-row groups), zeroed once.
+    Float32 row-major [rows][width] buffers, split-format buffers (xs + xsum) for the GEMV inputs, logits for
+    `head_rows` rows; the step buffer holds int32 tokens[rows] | slots[rows] | pos[rows]; out_tokens int32."""
 
-    def __init__(self, cfg: Qwen35Config, max_batch: int, n_pieces: int, stream) -> None:
-        B, hd = max_batch, cfg.head_dim
-        rows = gemv_bucket(max_batch)
+    def __init__(self, cfg: Qwen35Config, rows: int, head_rows: int, n_pieces: int, stream) -> None:
+        hd = cfg.head_dim
+        rows = -(-rows // 16) * 16
         widths = {
-            "h": cfg.n_embd, "x": cfg.n_embd,
-            "qkv": cfg.conv_dim, "conv_out": cfg.conv_dim, "z": cfg.value_dim,
-            "o2": cfg.value_dim, "a": cfg.ssm_dt_rank, "b": cfg.ssm_dt_rank,
-            "qg": 2 * cfg.n_head * hd, "kb": cfg.n_head_kv * hd, "vb": cfg.n_head_kv * hd,
-            "qr": cfg.n_head * hd, "att": cfg.n_head * hd, "part": cfg.n_head * n_pieces * (hd + 2),
-            "g": cfg.n_ff, "u": cfg.n_ff, "act": cfg.n_ff, "logits": cfg.n_vocab,
+            "h": cfg.n_embd, "qkv": cfg.conv_dim, "conv_out": cfg.conv_dim, "z": cfg.value_dim,
+            "a": cfg.ssm_dt_rank, "b": cfg.ssm_dt_rank, "qg": 2 * cfg.n_head * hd, "kb": cfg.n_head_kv * hd,
+            "vb": cfg.n_head_kv * hd, "qr": cfg.n_head * hd, "part": cfg.n_head * n_pieces * (hd + 2),
+            "g": cfg.n_ff, "u": cfg.n_ff,
         }  # fmt: skip
-        self.widths = widths
+        split_widths = {"xn": cfg.n_embd, "o2": cfg.value_dim, "att": cfg.n_head * hd, "act": cfg.n_ff}
         self.bufs = {k: DeviceBuffer(rows * w * F32_BYTES) for k, w in widths.items()}
+        self.bufs["logits"] = DeviceBuffer(head_rows * cfg.n_vocab * F32_BYTES)
+        self.splits: dict[str, Split] = {}
+        for k, n in split_widths.items():  # xs [rows][n/4] uint4 then xsum [rows][n/16] float
+            buf = DeviceBuffer(rows * n * F32_BYTES + rows * (n // 16) * F32_BYTES)
+            self.bufs[k] = buf
+            self.splits[k] = Split(int(buf), int(buf) + rows * n * F32_BYTES, n)
         for buf in self.bufs.values():
             buf.zero(stream)
-        self.step = DeviceBuffer(3 * B * 4)  # int32 [3][B]
-        self.out_tokens = DeviceBuffer(B * 4)  # int32 [B]
-        self.max_batch = B
+        self.step = DeviceBuffer(3 * rows * 4)  # int32 [3][rows]
+        self.out_tokens = DeviceBuffer(rows * 4)  # int32 [rows]
+        self.rows, self.head_rows = rows, head_rows
 
     def __getitem__(self, name: str) -> int:
         return int(self.bufs[name])
+
+    def split(self, name: str) -> Split:
+        return self.splits[name]
 
     def tokens(self) -> int:
         return int(self.step)
 
     def slots(self) -> int:
-        return int(self.step) + 4 * self.max_batch
+        return int(self.step) + 4 * self.rows
 
     def pos(self) -> int:
-        return int(self.step) + 8 * self.max_batch
+        return int(self.step) + 8 * self.rows
 
     def free(self) -> None:
         for b in [*self.bufs.values(), self.step, self.out_tokens]:
@@ -90,90 +106,94 @@ class Activations:
 
 
 def build_step(kt: KernelTable, cfg: Qwen35Config, W: DeviceWeights, A: Activations, pools: Pools, m: int,
-               head: bool, max_ctx: int, run: int) -> list[Kernel]:
-    """Launch sites of one step for rows 0..m-1. head=False stops after the last layer (prefill tokens
-    whose logits nobody reads); head=True adds final norm, LM head and argmax into out_tokens (every row).
+               head: Head, max_ctx: int, run: int) -> list[Kernel]:
+    """Launch sites of one step for rows 0..m-1 (see `Head` for the LM head).
     run: rows per slot run for the recurrent state, 1 for decode (m slots), m for a prefill chunk (one slot)."""
     D, eps = cfg.n_embd, cfg.rms_eps
     emb = W.matrices["token_embd.weight"]
-    ks = [kt.embed(emb.qtype, m, emb.ptr, A.tokens(), A["h"], D)]
+    ks = [kt.embed(qtype=emb.qtype, m=m, table=emb.ptr, tokens=A.tokens(), out=A["h"], n_embd=D)]
     gdn_i = attn_i = 0
     for i in range(cfg.n_layer):
         p = f"blk.{i}."
-        ks.append(kt.rmsnorm(m, A["h"], W.vectors[p + "attn_norm.weight"], A["x"], D, eps))
+        ks.append(kt.rmsnorm(m=m, x=A["h"], w=W.vectors[p + "attn_norm.weight"], out=A.split("xn"), eps=eps))
         if cfg.recurrent[i]:
-            ks += _gdn(kt, cfg, W, A, pools, m, p, gdn_i, run)
+            ks += _gdn(kt, cfg, W, A, pools, m, i, gdn_i, run)
             gdn_i += 1
         else:
-            ks += _attention(kt, cfg, W, A, pools, m, p, attn_i, max_ctx)
+            ks += _attention(kt, cfg, W, A, pools, m, i, attn_i, max_ctx)
             attn_i += 1
-        ks.append(kt.rmsnorm(m, A["h"], W.vectors[p + "post_attention_norm.weight"], A["x"], D, eps))
+        ks.append(kt.rmsnorm(m=m, x=A["h"], w=W.vectors[p + "post_attention_norm.weight"], out=A.split("xn"),
+                             eps=eps))
         ks += _ffn(kt, cfg, W, A, m, p)
-    if head:
+    if head != "none":
         out = W.matrices["token_embd.weight" if cfg.tied_embeddings else "output.weight"]
-        ks.append(kt.rmsnorm(m, A["h"], W.vectors["output_norm.weight"], A["x"], D, eps))
-        ks.append(_gemv(kt, out, m, A["x"], A["logits"]))
-        ks.append(kt.argmax(m, A["logits"], int(A.out_tokens), cfg.n_vocab))
+        rows, h_row = (m, A["h"]) if head == "all" else (1, A["h"] + (m - 1) * D * F32_BYTES)
+        ks.append(kt.rmsnorm(m=rows, x=h_row, w=W.vectors["output_norm.weight"], out=A.split("xn"), eps=eps))
+        ks.append(kt.gemv(qtype=out.qtype, w=out.ptr, x=A.split("xn"), outputs=[(A["logits"], cfg.n_vocab)],
+                          m=rows))
+        ks.append(kt.argmax(m=rows, logits=A["logits"], tokens=int(A.out_tokens), n=cfg.n_vocab))
     return ks
 
 
-def _gemv(kt: KernelTable, w, m: int, x: int, y: int, res: int = 0) -> Kernel:
-    return kt.gemv(w.qtype, m, w.ptr, x, y, res, w.n_in, w.n_out)
+def _projections(kt: KernelTable, W: DeviceWeights, A: Activations, m: int, layer: int, first: str) -> list[Kernel]:
+    """The layer's projections of the normalized input, one launch per weight type."""
+    ks = []
+    for g in W.group(layer, first):
+        outputs = [(A[PROJECTION_OUT[n.split(".")[2]]], W.matrices[n].n_out) for n in g.members]
+        ks.append(kt.gemv(qtype=g.qtype, w=g.ptr, x=A.split("xn"), outputs=outputs, m=m))
+    return ks
 
 
-def _projections(kt: KernelTable, m: int, x: int, pairs: list) -> list[Kernel]:
-    """Matrices sharing the input x, one gemv4 launch per weight type (a file may mix Q4_K and Q6_K)."""
-    by_type: dict[str, list] = {}
-    for w, y in pairs:
-        by_type.setdefault(w.qtype, []).append((w.ptr, y, w.n_out))
-    return [kt.gemv4(qtype, m, segs, x, pairs[0][0].n_in) for qtype, segs in by_type.items()]
-
-
-def _gdn(kt: KernelTable, cfg: Qwen35Config, W: DeviceWeights, A: Activations, pools: Pools, m: int, p: str,
+def _gdn(kt: KernelTable, cfg: Qwen35Config, W: DeviceWeights, A: Activations, pools: Pools, m: int, layer: int,
          li: int, run: int) -> list[Kernel]:
     """Gated DeltaNet layer li (§2.3): projections, conv step, delta rule, gated norm, out projection + residual."""
-    M, V = W.matrices, W.vectors
+    M, V, p = W.matrices, W.vectors, f"blk.{layer}."
     conv_base = int(pools.conv) + F32_BYTES * li * pools.conv_layer
     s_base = int(pools.S) + F32_BYTES * li * pools.s_layer
-    proj = [(M[p + "attn_qkv.weight"], A["qkv"]), (M[p + "attn_gate.weight"], A["z"]),
-            (M[p + "ssm_beta.weight"], A["b"]), (M[p + "ssm_alpha.weight"], A["a"])]
-    return _projections(kt, m, A["x"], proj) + [
-        kt.conv_step_silu(m, A["qkv"], V[p + "ssm_conv1d.weight"], conv_base, pools.conv_stride, A.slots(),
-                          A["conv_out"], cfg.conv_dim, cfg.ssm_d_conv, run),
-        kt.delta_step(m, cfg.d_k, A["conv_out"], A["a"], A["b"], V[p + "ssm_a"], V[p + "ssm_dt.bias"], s_base,
-                      pools.s_stride, A.slots(), A["z"], V[p + "ssm_norm.weight"], A["o2"], cfg.ssm_n_group,
-                      cfg.ssm_dt_rank, cfg.rms_eps, run),
-        _gemv(kt, M[p + "ssm_out.weight"], m, A["o2"], A["h"], res=A["h"]),
+    out = M[p + "ssm_out.weight"]
+    return _projections(kt, W, A, m, layer, "attn_qkv") + [
+        kt.conv_step_silu(m=m, x=A["qkv"], w=V[p + "ssm_conv1d.weight"], state=conv_base,
+                          slot_stride=pools.conv_stride, slots=A.slots(), out=A["conv_out"], channels=cfg.conv_dim,
+                          kernel=cfg.ssm_d_conv, run=run),
+        kt.delta_step(m=m, d_k=cfg.d_k, conv_out=A["conv_out"], a=A["a"], b=A["b"], ssm_a=V[p + "ssm_a"],
+                      dt_bias=V[p + "ssm_dt.bias"], S=s_base, slot_stride=pools.s_stride, slots=A.slots(), z=A["z"],
+                      norm_w=V[p + "ssm_norm.weight"], out=A.split("o2"), H_k=cfg.ssm_n_group, H_v=cfg.ssm_dt_rank,
+                      eps=cfg.rms_eps, run=run),
+        kt.gemv(qtype=out.qtype, w=out.ptr, x=A.split("o2"), outputs=[(A["h"], cfg.n_embd)], m=m, res=A["h"]),
     ]
 
 
 def _attention(kt: KernelTable, cfg: Qwen35Config, W: DeviceWeights, A: Activations, pools: Pools, m: int,
-               p: str, li: int, max_ctx: int) -> list[Kernel]:
+               layer: int, li: int, max_ctx: int) -> list[Kernel]:
     """Gated full-attention layer li (§2.4): q/k/v, norm + RoPE + KV store, split attention, gate, out + residual."""
-    M, V = W.matrices, W.vectors
+    M, V, p = W.matrices, W.vectors, f"blk.{layer}."
     nh, nkv, hd = cfg.n_head, cfg.n_head_kv, cfg.head_dim
     k_base = int(pools.k) + F32_BYTES * li * pools.kv_layer
     v_base = int(pools.v) + F32_BYTES * li * pools.kv_layer
     n_pieces = (max_ctx + ATTN_PIECE - 1) // ATTN_PIECE
-    proj = [(M[p + "attn_q.weight"], A["qg"]), (M[p + "attn_k.weight"], A["kb"]), (M[p + "attn_v.weight"], A["vb"])]
-    return _projections(kt, m, A["x"], proj) + [
-        kt.qk_norm_rope_store(m, A["qg"], A["kb"], A["vb"], V[p + "attn_q_norm.weight"], V[p + "attn_k_norm.weight"],
-                              A["qr"], k_base, v_base, pools.kv_stride, A.slots(), A.pos(), nh, nkv, hd, max_ctx,
-                              cfg.n_rot, cfg.rope_theta, cfg.rms_eps),
-        kt.attn_partial(m, A["qr"], k_base, v_base, pools.kv_stride, A.slots(), A.pos(), A["part"], nh, nkv, hd,
-                        n_pieces),
-        kt.attn_combine(m, A["part"], A["qg"], A.pos(), A["att"], nh, hd, n_pieces),
-        _gemv(kt, M[p + "attn_output.weight"], m, A["att"], A["h"], res=A["h"]),
+    out = M[p + "attn_output.weight"]
+    return _projections(kt, W, A, m, layer, "attn_q") + [
+        kt.qk_norm_rope_store(m=m, qg=A["qg"], kb=A["kb"], vb=A["vb"], q_norm=V[p + "attn_q_norm.weight"],
+                              k_norm=V[p + "attn_k_norm.weight"], q_out=A["qr"], k_cache=k_base, v_cache=v_base,
+                              slot_stride=pools.kv_stride, slots=A.slots(), pos=A.pos(), n_head=nh, n_kv=nkv, hd=hd,
+                              max_ctx=max_ctx, n_rot=cfg.n_rot, theta=cfg.rope_theta, eps=cfg.rms_eps),
+        kt.attn_partial(m=m, q=A["qr"], k_cache=k_base, v_cache=v_base, slot_stride=pools.kv_stride, slots=A.slots(),
+                        pos=A.pos(), part=A["part"], n_head=nh, n_kv=nkv, hd=hd, n_pieces=n_pieces),
+        kt.attn_combine(m=m, part=A["part"], qg=A["qg"], pos=A.pos(), out=A.split("att"), n_head=nh, hd=hd,
+                        n_pieces=n_pieces),
+        kt.gemv(qtype=out.qtype, w=out.ptr, x=A.split("att"), outputs=[(A["h"], cfg.n_embd)], m=m, res=A["h"]),
     ]
 
 
 def _ffn(kt: KernelTable, cfg: Qwen35Config, W: DeviceWeights, A: Activations, m: int, p: str) -> list[Kernel]:
-    """SwiGLU MLP: gate and up in one launch when they share a type, residual add fused into the down GEMV."""
+    """SwiGLU MLP: gate and up in one launch when they share a tiled type, residual add fused into ffn_down."""
     M = W.matrices
-    gate, up = M[p + "ffn_gate.weight"], M[p + "ffn_up.weight"]
-    if gate.qtype == up.qtype:
-        first = [kt.gemv_swiglu(gate.qtype, m, gate.ptr, up.ptr, A["x"], A["act"], gate.n_in, gate.n_out)]
+    gate, up, down = M[p + "ffn_gate.weight"], M[p + "ffn_up.weight"], M[p + "ffn_down.weight"]
+    x, act = A.split("xn"), A.split("act")
+    if gate.qtype == up.qtype and gate.qtype in MMA_TYPES:
+        first = [kt.swiglu_gemv(qtype=gate.qtype, w_gate=gate.ptr, w_up=up.ptr, x=x, act=act, m=m)]
     else:
-        first = [_gemv(kt, gate, m, A["x"], A["g"]), _gemv(kt, up, m, A["x"], A["u"]),
-                 kt.swiglu(m * cfg.n_ff, A["g"], A["u"], A["act"])]
-    return first + [_gemv(kt, M[p + "ffn_down.weight"], m, A["act"], A["h"], res=A["h"])]
+        first = [kt.gemv(qtype=gate.qtype, w=gate.ptr, x=x, outputs=[(A["g"], cfg.n_ff)], m=m),
+                 kt.gemv(qtype=up.qtype, w=up.ptr, x=x, outputs=[(A["u"], cfg.n_ff)], m=m),
+                 kt.swiglu_split(m=m, gate=A["g"], up=A["u"], out=act)]
+    return first + [kt.gemv(qtype=down.qtype, w=down.ptr, x=act, outputs=[(A["h"], cfg.n_embd)], m=m, res=A["h"])]

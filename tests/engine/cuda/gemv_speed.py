@@ -1,9 +1,10 @@
 """GEMV kernel speed on the 4b-shaped matrices (not a test: a device-side measurement for ptx/PERF.md).
 
-    python3 tests/engine/cuda/gemv_speed.py [--json OUT]
+    python3 tests/engine/cuda/gemv_speed.py [--json OUT] [--rows 1,16,64]
 
-Each kernel is captured 20 times into one CUDA graph and replayed; time per launch from CUDA events. Prints
-GB/s of weight bytes read (the figure to compare with the ~4.2 TB/s copy bandwidth) for m = 1, 8, 16.
+Each kernel is captured 20 times into one CUDA graph (PDL edges between the launches, as in a step) and
+replayed; time per launch from CUDA events. Prints GB/s of weight bytes read, to compare with the device's
+streaming-read bandwidth (printed first, measured by the same read kernel `qtui bench` uses).
 """
 
 from __future__ import annotations
@@ -14,50 +15,56 @@ import sys
 
 import numpy as np
 
-# (name, qtype, n_out, n_in, kind): the 4b Q4_K_M file's decode matrices
+# (name, qtype, outputs, n_in, kind): the 4b Q4_K_M file's decode matrices
 SHAPES = [
-    ("gdn qkv+z+a+b", "q4_k", (8192, 4096, 32, 32), 2560, "gemv4"),
-    ("ffn gate+up", "q4_k", 9216, 2560, "swiglu"),
-    ("ffn down", "q4_k", 2560, 9216, "gemv"),
-    ("ffn down (q6_k)", "q6_k", 2560, 9216, "gemv"),
-    ("ssm out", "q4_k", 2560, 4096, "gemv"),
-    ("lm head", "q6_k", 248320, 2560, "gemv"),
+    ("gdn qkv+z+b+a", "q4_k", (8192, 4096, 32, 32), 2560, "gemv"),
+    ("gdn qkv (q6_k)", "q6_k", (8192,), 2560, "gemv"),
+    ("attn q+k+v", "q4_k", (8192, 1024, 1024), 2560, "gemv"),
+    ("ffn gate+up", "q4_k", (9216,), 2560, "swiglu"),
+    ("ffn down", "q4_k", (2560,), 9216, "gemv"),
+    ("ffn down (q6_k)", "q6_k", (2560,), 9216, "gemv"),
+    ("ssm out", "q4_k", (2560,), 4096, "gemv"),
+    ("lm head", "q6_k", (248320,), 2560, "gemv"),
 ]
 
 
 def main() -> int:
     from qtui.engine.cuda import driver as drv
     from qtui.engine.cuda.graphs import GraphCache
-    from qtui.engine.cuda.kernels import UNIT_BYTES, KernelTable
+    from qtui.engine.cuda.kernels import KernelTable, Split
+    from qtui.engine.cuda.repack import tiled_nbytes
+    from qtui.tools.bench import read_bandwidth
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
+    ap.add_argument("--rows", default="1,16,64")
     args = ap.parse_args()
     drv.primary_context()
     kt, stream = KernelTable(), drv.new_stream()
     rng = np.random.default_rng()
+    read_bw = read_bandwidth()
     rows = []
-    for name, qtype, n_out, n_in, kind in SHAPES:
-        outs = n_out if isinstance(n_out, tuple) else (n_out,) * (2 if kind == "swiglu" else 1)
-        rb = n_in // 256 * UNIT_BYTES[qtype]
+    for name, qtype, outs, n_in, kind in SHAPES:
+        n_mats = 2 if kind == "swiglu" else 1
+        nbytes = tiled_nbytes(qtype, sum(outs), n_in) * n_mats
         ws = []
-        for n in outs:
-            buf = drv.DeviceBuffer(n * rb)
-            buf.upload(rng.integers(0, 256, n * rb, dtype=np.uint8) & 0x3F, stream)  # small scales: finite
+        for _ in range(n_mats):
+            buf = drv.DeviceBuffer(tiled_nbytes(qtype, sum(outs), n_in))
+            buf.upload(rng.integers(0, 256, buf.nbytes, dtype=np.uint8) & 0x3F, stream)  # small scales: finite
             ws.append(buf)
-        x = drv.DeviceBuffer(16 * n_in * 4)
-        x.upload(rng.standard_normal(16 * n_in, dtype=np.float32), stream)
-        ys = [drv.DeviceBuffer(16 * n * 4) for n in outs]
-        nbytes = sum(outs) * rb
-        for m in (1, 8, 16):
-            if kind == "gemv4":
-                k = kt.gemv4(qtype, m, [(int(w), int(y), n) for w, y, n in zip(ws, ys, outs)], int(x), n_in)
-            elif kind == "swiglu":
-                k = kt.gemv_swiglu(qtype, m, int(ws[0]), int(ws[1]), int(x), int(ys[0]), n_in, outs[0])
+        xb = drv.DeviceBuffer(64 * n_in * 4 + 64 * n_in // 16 * 4)
+        xb.upload(rng.integers(0, 1 << 14, xb.nbytes // 2, dtype=np.uint16) | 0x3C00, stream)  # finite halves
+        x = Split(int(xb), int(xb) + 64 * n_in * 4, n_in)
+        ys = [drv.DeviceBuffer(64 * n * 4) for n in outs]
+        act = drv.DeviceBuffer(64 * outs[0] * 4 + 64 * outs[0] // 16 * 4)
+        for m in [int(r) for r in args.rows.split(",")]:
+            if kind == "swiglu":
+                k = kt.swiglu_gemv(qtype=qtype, w_gate=int(ws[0]), w_up=int(ws[1]), x=x,
+                                   act=Split(int(act), int(act) + 64 * outs[0] * 4, outs[0]), m=m)
             else:
-                k = kt.gemv(qtype, m, int(ws[0]), int(x), int(ys[0]), 0, n_in, outs[0])
+                k = kt.gemv(qtype=qtype, w=int(ws[0]), x=x, outputs=[(int(y), n) for y, n in zip(ys, outs)], m=m)
             graphs = GraphCache(stream)
-            key = (m, False, 1)
+            key = (m, "all", 1)
             graphs.capture(key, [k] * 20)
             graphs.replay(key)
             t0, t1 = drv.Event(), drv.Event()
@@ -67,17 +74,20 @@ def main() -> int:
             t1.record(stream)
             t1.synchronize()
             us = t1.elapsed_ms(t0) * 1e3 / 200
-            rows.append({"matrix": name, "qtype": qtype, "m": m, "kernel": k.name, "us": us,
-                         "mbytes": nbytes / 1e6, "gb_s": nbytes / us / 1e3})
+            rows.append({"matrix": name, "qtype": qtype, "m": m, "kernel": k.name, "grid": list(k.grid), "us": us,
+                         "mbytes": nbytes / 1e6, "gb_s": nbytes / us / 1e3, "pct_read_bw": 100 * nbytes / us / 1e-6 / read_bw})
             graphs.clear()
-        for b in [*ws, x, *ys]:
+        for b in [*ws, xb, *ys, act]:
             b.free()
-    print(f"{'matrix':18} {'m':>3} {'kernel':24} {'us':>8} {'MB':>7} {'GB/s':>7}")
+    print(f"streaming read bandwidth {read_bw / 1e12:.2f} TB/s")
+    print(f"{'matrix':18} {'m':>3} {'kernel':22} {'grid':>11} {'us':>8} {'MB':>7} {'GB/s':>7} {'% read':>7}")
     for r in rows:
-        print(f"{r['matrix']:18} {r['m']:3d} {r['kernel']:24} {r['us']:8.1f} {r['mbytes']:7.1f} {r['gb_s']:7.0f}")
+        grid = f"{r['grid'][0]}x{r['grid'][1]}"
+        print(f"{r['matrix']:18} {r['m']:3d} {r['kernel']:22} {grid:>11} {r['us']:8.1f} {r['mbytes']:7.1f} "
+              f"{r['gb_s']:7.0f} {r['pct_read_bw']:6.1f}%")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+            json.dump({"read_bandwidth_B_s": read_bw, "rows": rows}, f, indent=1)
     return 0
 
 

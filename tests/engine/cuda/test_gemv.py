@@ -1,69 +1,158 @@
-"""GEMV and embedding kernels against gguf.quants + float64 numpy, and batched-vs-single bitwise equality."""
+"""GEMV, SwiGLU, embedding and repack kernels against gguf.quants + float64 numpy, and every row count bitwise
+equal to the single-row result (the decode steps of any m and the prefill chunks of any length)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from qtui.engine.cuda.kernels import GEMV_TYPES, MAX_GEMV_ROWS, gemv_bucket
+from qtui.engine.cuda import repack, splitfmt
+from qtui.engine.cuda.kernels import GEMV_TYPES, MMA_TYPES, mma_blocks_per_tile
 
 from .quantdata import random_weight
 
 pytestmark = pytest.mark.gpu
 
-# Float types: float32 FMA accumulation in a different order than numpy's float64 sum, normwise relative
-# error ~sqrt(n) * 2^-24 ~ 2e-6. Integer-quant types (tensor cores, ptx/mma.cuh): activations enter as bf16
-# hi + lo (<= 2^-16 relative per value, ~2.5e-6 normwise on random data, simulated) plus float32 sums.
-# 1e-5 leaves room and still fails any wrong index, scale, min or nibble (those give errors of order 1).
+# Integer-quant types (tensor cores, ptx/mma.cuh): activations enter as bf16 hi + lo (<= 2^-16 relative per
+# value, ~3e-6 normwise on random data) plus float32 sums; float types: float32 FMA over the same split
+# activations. 1e-5 leaves room and still fails any wrong index, scale, min or nibble (errors of order 1).
 GEMV_REL_TOL = 1e-5
+ROW_COUNTS = list(range(1, 65)) + [65, 100, 129, 256]  # every decode step size, then prefill chunks (passes)
 
 
-def _gemv(gpu, qtype, m, w_buf, x_buf, y_buf, n_in, n_out, res_buf=None):
-    return gpu.kt.gemv(qtype, m, int(w_buf), int(x_buf), int(y_buf), int(res_buf) if res_buf else 0, n_in, n_out)
+def _weight(gpu, qtype, n_out, n_in, rng):
+    raw, deq = random_weight(qtype, n_out, n_in, rng)
+    return gpu.put_weight(qtype, raw, n_out, n_in), deq
+
+
+def _gemv(gpu, qtype, w, x, y, n_out, m, res=0):
+    return gpu.kt.gemv(qtype=qtype, w=int(w), x=x, outputs=[(int(y), n_out)], m=m, res=int(res) if res else 0)
+
+
+@pytest.mark.parametrize("qtype", MMA_TYPES)
+def test_repack_kernel_writes_the_host_layout_bytes(gpu, qtype):
+    rng = np.random.default_rng()
+    for n_out, n_in in ((37, 512), (16, 256), (130, 2560)):
+        raw, _ = random_weight(qtype, n_out, n_in, rng)
+        got = gpu.get(gpu.put_weight(qtype, raw, n_out, n_in), (repack.tiled_nbytes(qtype, n_out, n_in),), np.uint8)
+        want = repack.repack(qtype, raw, n_out, n_in)
+        bad = np.flatnonzero(got != want)
+        assert bad.size == 0, f"{qtype} {n_out}x{n_in}: {bad.size} bytes differ, first at {bad[:8].tolist()}"
+
+
+def test_split_rows_kernel_writes_the_host_split_bits(gpu):
+    rng = np.random.default_rng()
+    m, n = 7, 2560
+    x = (rng.standard_normal((m, n)) * rng.uniform(1e-3, 1e3, (m, 1))).astype(np.float32)
+    out = gpu.split_buffer(m, n)
+    gpu.run(gpu.kt.split_rows(m=m, x=int(gpu.put(x)), out=out))
+    xs, xsum = gpu.get_split(out, m)
+    want_xs, want_sum = splitfmt.split(x)
+    assert np.array_equal(xs, want_xs) and np.array_equal(xsum.view(np.uint32), want_sum.view(np.uint32))
 
 
 @pytest.mark.parametrize("qtype", GEMV_TYPES)
 def test_gemv_matches_dequantized_float64_matmul(gpu, qtype):
     rng = np.random.default_rng()
-    # units 5 / 3 / 1 / 18: tails of the unroll; 18 super-blocks > 8 warps run the K loop's prefetch path
-    for n_out, n_in, m in ((37, 1280, 1), (130, 768, 5), (9, 256, 16), (40, 4608, 11)):
-        raw, deq = random_weight(qtype, n_out, n_in, rng)
-        rows = gemv_bucket(m)  # the kernel computes M >= m rows; rows m.. are padding
+    # tails of tiles (37, 130), a K split across blocks (few tiles, many super-blocks), several passes (m > 64)
+    for n_out, n_in, m in ((37, 1280, 1), (130, 768, 5), (9, 256, 16), (40, 4608, 11), (2560 // 8, 9216, 3),
+                           (50, 512, 70)):
+        w, deq = _weight(gpu, qtype, n_out, n_in, rng)
+        rows = -(-m // 16) * 16  # the FMA kernels write whole 16-row groups
         x = rng.standard_normal((rows, n_in), dtype=np.float32)
         res = rng.standard_normal((rows, n_out), dtype=np.float32)
-        w_buf, x_buf, r_buf = gpu.put(raw), gpu.put(x), gpu.put(res)
-        y_buf = gpu.poisoned((rows, n_out))
-        gpu.run(_gemv(gpu, qtype, m, w_buf, x_buf, y_buf, n_in, n_out, r_buf))
-        y = gpu.get(y_buf, (rows, n_out))[:m]
-        x, res = x[:m], res[:m]
-        ref = res.astype(np.float64) + x.astype(np.float64) @ deq.astype(np.float64).T
-        err = np.linalg.norm(y - ref) / np.linalg.norm(ref)
-        assert np.isfinite(y).all(), f"{qtype}: unwritten or NaN output"
+        y = gpu.poisoned((rows, n_out))
+        gpu.run(_gemv(gpu, qtype, w, gpu.put_split(x), y, n_out, m, gpu.put(res)))
+        got = gpu.get(y, (rows, n_out))[:m]
+        ref = res[:m].astype(np.float64) + x[:m].astype(np.float64) @ deq.astype(np.float64).T
+        err = np.linalg.norm(got - ref) / np.linalg.norm(ref)
+        assert np.isfinite(got).all(), f"{qtype}: unwritten or NaN output"
         assert err < GEMV_REL_TOL, f"{qtype} {n_out}x{n_in} m={m}: relative error {err:.2e}"
 
 
 @pytest.mark.parametrize("qtype", GEMV_TYPES)
-def test_batched_gemv_rows_bitwise_equal_single_row(gpu, qtype):
-    """Row i of the m-row kernel is bitwise the m=1 kernel on row i alone, for every m in 1..16."""
+@pytest.mark.parametrize("n_out,n_in", [(67, 2560), (2560 // 16 * 3, 4608)])
+def test_every_row_count_is_bitwise_the_single_row(gpu, qtype, n_out, n_in):
+    """Row i of an m-row launch is bitwise the m=1 launch on row i alone, for every m in 1..64 (decode steps)
+    and for prefill chunks of 65..256 rows (several 64-token passes); with and without a K split across
+    blocks (67 rows: 5 tiles, each split over its 10 super-blocks)."""
     rng = np.random.default_rng()
-    n_out, n_in = 67, 2560  # 10 super-blocks: more than the 8 warps that split K
-    raw, _ = random_weight(qtype, n_out, n_in, rng)
-    x = rng.standard_normal((MAX_GEMV_ROWS, n_in), dtype=np.float32) * rng.uniform(0.1, 10, (MAX_GEMV_ROWS, 1))
-    x = x.astype(np.float32)
-    w_buf = gpu.put(raw)
-    single = np.empty((MAX_GEMV_ROWS, n_out), np.float32)
-    for i in range(MAX_GEMV_ROWS):
-        x_buf, y_buf = gpu.put(x[i : i + 1]), gpu.poisoned((1, n_out))  # M=1: exactly one row
-        gpu.run(_gemv(gpu, qtype, 1, w_buf, x_buf, y_buf, n_in, n_out))
-        single[i] = gpu.get(y_buf, (1, n_out))[0]
+    w, _ = _weight(gpu, qtype, n_out, n_in, rng)
+    top = ROW_COUNTS[-1]
+    x = rng.standard_normal((top, n_in), dtype=np.float32) * rng.uniform(0.1, 10, (top, 1)).astype(np.float32)
+    single = np.empty((top, n_out), np.float32)
+    for i in range(top):
+        y = gpu.poisoned((16, n_out))
+        gpu.run(_gemv(gpu, qtype, w, gpu.put_split(x[i : i + 1]), y, n_out, 1))
+        single[i] = gpu.get(y, (16, n_out))[0]
     assert np.isfinite(single).all()
-    x_all = gpu.put(x)
-    for m in range(1, MAX_GEMV_ROWS + 1):
-        y_buf = gpu.poisoned((gemv_bucket(m), n_out))
-        gpu.run(_gemv(gpu, qtype, m, w_buf, x_all, y_buf, n_in, n_out))
-        y = gpu.get(y_buf, (gemv_bucket(m), n_out))[:m]
-        diff = np.flatnonzero((y.view(np.uint32) != single[:m].view(np.uint32)).any(axis=1))
-        assert diff.size == 0, f"{qtype} m={m}: rows {diff.tolist()} differ from the single-row kernel"
+    x_all = gpu.put_split(x)
+    for m in ROW_COUNTS:
+        rows = -(-m // 16) * 16
+        y = gpu.poisoned((rows, n_out))
+        gpu.run(_gemv(gpu, qtype, w, x_all, y, n_out, m))
+        got = gpu.get(y, (rows, n_out))[:m]
+        diff = np.flatnonzero((got.view(np.uint32) != single[:m].view(np.uint32)).any(axis=1))
+        assert diff.size == 0, f"{qtype} m={m}: rows {diff[:10].tolist()} differ from the single-row kernel"
+    if qtype in MMA_TYPES and n_out == 67:
+        assert mma_blocks_per_tile(5, n_in // 256) > 1  # the cross-block combine ran
+
+
+@pytest.mark.parametrize("qtype", ["q4_k", "q6_k", "f16"])
+def test_segments_bitwise_equal_separate_gemvs(gpu, qtype):
+    """Matrices stored back to back (one layer's projections) computed in one launch equal separate launches."""
+    rng = np.random.default_rng()
+    n_in, m, sizes = 512, 3, (48, 16, 130)
+    raws = [random_weight(qtype, n, n_in, rng)[0] for n in sizes]
+    if qtype in MMA_TYPES:
+        blob = np.concatenate([repack.repack(qtype, r, n, n_in) for r, n in zip(raws, sizes)])
+    else:
+        blob = np.concatenate([r.reshape(-1) for r in raws])
+    x = gpu.put_split(rng.standard_normal((16, n_in), dtype=np.float32))
+    outs = [gpu.poisoned((16, n)) for n in sizes]
+    gpu.run(gpu.kt.gemv(qtype=qtype, w=int(gpu.put(blob)), x=x, outputs=[(int(y), n) for y, n in zip(outs, sizes)],
+                        m=m))
+    for raw, y, n in zip(raws, outs, sizes):
+        alone = gpu.poisoned((16, n))
+        gpu.run(_gemv(gpu, qtype, gpu.put_weight(qtype, raw, n, n_in), x, alone, n, m))
+        a, b = gpu.get(y, (16, n))[:m], gpu.get(alone, (16, n))[:m]
+        assert np.isfinite(a).all() and np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def test_residual_add_in_place(gpu):
+    """h = h + W x with y and res the same buffer (the residual stream)."""
+    rng = np.random.default_rng()
+    w, deq = _weight(gpu, "q4_k", 64, 512, rng)
+    x = rng.standard_normal((4, 512), dtype=np.float32)
+    h = rng.standard_normal((4, 64), dtype=np.float32)
+    hb = gpu.put(h)
+    gpu.run(_gemv(gpu, "q4_k", w, gpu.put_split(x), hb, 64, 4, res=hb))
+    ref = h.astype(np.float64) + x.astype(np.float64) @ deq.T.astype(np.float64)
+    assert np.linalg.norm(gpu.get(hb, (4, 64)) - ref) / np.linalg.norm(ref) < GEMV_REL_TOL
+
+
+@pytest.mark.parametrize("qtype", MMA_TYPES)
+def test_swiglu_gemv_matches_oracle_and_is_row_invariant(gpu, qtype):
+    rng = np.random.default_rng()
+    n_ff, n_in = 256 + 64, 768
+    (rg, dg), (ru, du) = random_weight(qtype, n_ff, n_in, rng), random_weight(qtype, n_ff, n_in, rng)
+    wg, wu = gpu.put_weight(qtype, rg, n_ff, n_in), gpu.put_weight(qtype, ru, n_ff, n_in)
+    top = 100
+    x = rng.standard_normal((top, n_in), dtype=np.float32) * np.float32(0.05)  # gate values O(1-10)
+    xsp = gpu.put_split(x)
+    results = {}
+    for m in (1, 5, 16, 64, 100):
+        act = gpu.split_buffer(top, n_ff)
+        gpu.run(gpu.kt.swiglu_gemv(qtype=qtype, w_gate=int(wg), w_up=int(wu), x=xsp, act=act, m=m))
+        results[m] = gpu.get_split(act, top)
+    xs, xsum = results[100]
+    got = splitfmt.join(xs)
+    g, u = x.astype(np.float64) @ dg.T.astype(np.float64), x.astype(np.float64) @ du.T.astype(np.float64)
+    ref = g / (1 + np.exp(-g)) * u
+    assert np.isfinite(got).all() and np.linalg.norm(got - ref) / np.linalg.norm(ref) < GEMV_REL_TOL
+    assert np.array_equal(xsum.view(np.uint32), splitfmt.slice_sums(got).view(np.uint32))  # its own sums
+    for m, (xs_m, sum_m) in results.items():
+        assert np.array_equal(xs_m[:m], xs[:m]) and np.array_equal(sum_m[:m].view(np.uint32), xsum[:m].view(np.uint32))
 
 
 @pytest.mark.parametrize("qtype", GEMV_TYPES)
@@ -73,42 +162,8 @@ def test_embed_rows_equal_gguf_dequantize(gpu, qtype):
     raw, deq = random_weight(qtype, n_vocab, n_embd, rng)
     tokens = rng.integers(0, n_vocab, m).astype(np.int32)
     out = gpu.poisoned((m, n_embd))
-    gpu.run(gpu.kt.embed(qtype, m, int(gpu.put(raw)), int(gpu.put(tokens)), int(out), n_embd))
+    gpu.run(gpu.kt.embed(qtype=qtype, m=m, table=int(gpu.put_weight(qtype, raw, n_vocab, n_embd)),
+                         tokens=int(gpu.put(tokens)), out=int(out), n_embd=n_embd))
     got = gpu.get(out, (m, n_embd))
     # one dequantized value each, computed in float32 by both sides: equal to within 2 ulp of the block scale
     np.testing.assert_allclose(got, deq[tokens], rtol=1e-6, atol=1e-6 * np.abs(deq).max())
-
-
-@pytest.mark.parametrize("qtype", ["q4_k", "q6_k", "f16"])
-def test_gemv4_segments_bitwise_equal_separate_gemvs(gpu, qtype):
-    """The multi-matrix launch computes each segment's rows exactly as the single-matrix kernel does."""
-    rng = np.random.default_rng()
-    n_in, m, sizes = 512, 3, (45, 4, 130, 1)
-    rows = gemv_bucket(m)
-    x_buf = gpu.put(rng.standard_normal((rows, n_in), dtype=np.float32))
-    weights = [gpu.put(random_weight(qtype, n, n_in, rng)[0]) for n in sizes]
-    outs = [gpu.poisoned((rows, n)) for n in sizes]
-    gpu.run(gpu.kt.gemv4(qtype, m, [(int(w), int(y), n) for w, y, n in zip(weights, outs, sizes)], int(x_buf), n_in))
-    for w, y, n in zip(weights, outs, sizes):
-        alone = gpu.poisoned((rows, n))
-        gpu.run(_gemv(gpu, qtype, m, w, x_buf, alone, n_in, n))
-        a, b = gpu.get(y, (rows, n))[:m], gpu.get(alone, (rows, n))[:m]
-        assert np.isfinite(a).all() and np.array_equal(a.view(np.uint32), b.view(np.uint32))
-
-
-@pytest.mark.parametrize("qtype", ["q4_k", "q8_0"])
-def test_gemv_swiglu_matches_oracle_and_is_row_invariant(gpu, qtype):
-    rng = np.random.default_rng()
-    n_out, n_in = 70, 768
-    (rg, dg), (ru, du) = random_weight(qtype, n_out, n_in, rng), random_weight(qtype, n_out, n_in, rng)
-    x = rng.standard_normal((MAX_GEMV_ROWS, n_in), dtype=np.float32) * np.float32(0.01)  # gate values O(10)
-    g_buf, u_buf, x_buf = gpu.put(rg), gpu.put(ru), gpu.put(x)
-    out16 = gpu.poisoned((MAX_GEMV_ROWS, n_out))
-    gpu.run(gpu.kt.gemv_swiglu(qtype, 16, int(g_buf), int(u_buf), int(x_buf), int(out16), n_in, n_out))
-    got = gpu.get(out16, (MAX_GEMV_ROWS, n_out))
-    g, u = x.astype(np.float64) @ dg.T.astype(np.float64), x.astype(np.float64) @ du.T.astype(np.float64)
-    ref = g / (1 + np.exp(-g)) * u
-    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < GEMV_REL_TOL
-    one = gpu.poisoned((1, n_out))
-    gpu.run(gpu.kt.gemv_swiglu(qtype, 1, int(g_buf), int(u_buf), int(gpu.put(x[5:6])), int(one), n_in, n_out))
-    assert np.array_equal(gpu.get(one, (1, n_out)).view(np.uint32), got[5:6].view(np.uint32))

@@ -1,5 +1,5 @@
 """Host-side parts of the CUDA engine that run anywhere (CI has no GPU): error mapping, engine availability,
-argument packing, GEMV bucket choice, the weight-type table."""
+argument packing, token tiles and the shape-only K split, the weight-type table."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from qtui.engine.cuda import driver as drv
-from qtui.engine.cuda.kernels import (GEMV_BUCKETS, MAX_GEMV_ROWS, MMA_TYPES, UNIT_BYTES, KernelTable, gemv_bucket,
-                                     mma_tiles, qtype_name)
+from qtui.engine.cuda.kernels import (FMA_BUCKETS, MAX_PASS_TOKENS, MMA_TARGET_BLOCKS, MMA_TYPES, UNIT_BYTES,
+                                     KernelTable, Split, fma_bucket, mma_blocks_per_tile, mma_token_tiles, qtype_name)
 from qtui.errors import CudaError, EngineUnavailable
 
 
@@ -44,31 +44,46 @@ def test_kernel_prepacks_one_cell_per_argument():
     assert k.params.tolist() == [c.ctypes.data for c in k.cells]  # the void** array the driver reads
 
 
-def test_gemv_bucket_is_smallest_instantiation_at_least_m():
-    for m in range(1, MAX_GEMV_ROWS + 1):
-        b = gemv_bucket(m)
-        assert b in GEMV_BUCKETS and b >= m and all(x < m for x in GEMV_BUCKETS if x < b)
+def test_fma_bucket_is_smallest_instantiation_at_least_m_then_16_row_groups():
+    for m in range(1, 300):
+        b = fma_bucket(m)
+        assert b in FMA_BUCKETS and (b >= m or b == 16) and all(x < m for x in FMA_BUCKETS if x < b)
 
 
-def test_mma_token_tiles_cover_m_with_fewest_tiles():
-    for m in range(1, MAX_GEMV_ROWS + 1):
-        assert 8 * mma_tiles(m) >= m > 8 * (mma_tiles(m) - 1)
+def test_mma_token_tiles_cover_m_with_fewest_tiles_then_64_token_passes():
+    for m in range(1, MAX_PASS_TOKENS + 1):
+        nt = mma_token_tiles(m)
+        assert 8 * nt >= m and (nt == 1 or 4 * nt < m)
+    assert all(mma_token_tiles(m) == 8 for m in range(65, 300))
 
 
-def test_integer_quant_gemvs_launch_tensor_core_kernels_with_m(monkeypatch):
-    """Quant types go to ptx/mma.cuh (16-row tiles, 256 threads, real m passed); float types keep the FMA path."""
-    kt = KernelTable()
-    monkeypatch.setattr(kt, "fn", lambda module, name: (module, name))
+def test_k_split_depends_on_the_shape_only_and_fills_the_gpu():
+    """B (blocks per 16-row tile) is a function of (tiles, super-blocks, matrices): the same for every m, so
+    every row count computes each column with one fixed sum order (DESIGN invariant 7)."""
+    for tiles, n_sb in ((160, 36), (160, 16), (64, 14), (772, 10), (15520, 10), (1, 1), (3, 40)):
+        b = mma_blocks_per_tile(tiles, n_sb)
+        assert 1 <= b <= n_sb
+        assert b == 1 or tiles * b >= MMA_TARGET_BLOCKS or b == n_sb
+        assert tiles >= MMA_TARGET_BLOCKS or tiles * b >= min(MMA_TARGET_BLOCKS, tiles * n_sb)
+
+
+def test_gemv_sites_choose_kernels_by_type_and_rows():
+    """Quant types go to ptx/mma.cuh (tiles x K split blocks, 64-token passes); float types keep the FMA path
+    over 16-row groups. The K split (grid.x) never changes with m."""
+    kt = KernelTable(dry=True)
+    x = Split(1 << 20, 1 << 21, 9216)
     for qtype in MMA_TYPES:
-        k = kt.gemv(qtype, 11, 1, 2, 3, 0, 512, 40)
-        assert k.name == f"mma_gemv_{qtype}_n2" and k.grid == (3, 1, 1) and k.block == 256
-        assert k.cells[-1][0] == 11
-        k = kt.gemv_swiglu(qtype, 3, 1, 2, 3, 4, 512, 17)
-        assert k.name == f"mma_swiglu_{qtype}_n1" and k.grid == (2, 1, 1)
-        k = kt.gemv4(qtype, 5, [(1, 2, 40), (3, 4, 16)], 9, 512)
-        assert k.name == f"mma_gemv4_{qtype}_n1" and k.grid == (4, 1, 1)
-    k = kt.gemv("f16", 11, 1, 2, 3, 0, 512, 40)
-    assert k.name == "gemv_f16_m16" and k.grid == (10, 1, 1) and k.block == 128
+        grids = set()
+        for m, nt, passes in ((1, 1, 1), (9, 2, 1), (17, 4, 1), (33, 8, 1), (64, 8, 1), (65, 8, 2), (256, 8, 4)):
+            k = kt.gemv(qtype=qtype, w=1, x=x, outputs=[(3, 2560)], m=m, res=3)
+            assert k.name == f"mma_gemv_{qtype}_n{nt}" and k.grid[1] == passes and k.block == 256 and k.pdl
+            grids.add(k.grid[0])
+        assert grids == {160 * mma_blocks_per_tile(160, 36)}
+        k = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=3)
+        assert k.name == f"mma_swiglu_{qtype}_n1" and k.grid == (576, 1, 1)
+    k = kt.gemv(qtype="f16", w=1, x=Split(1, 2, 512), outputs=[(3, 40)], m=40, res=0)
+    assert k.name == "gemv_f16_m16" and k.grid == (10, 3, 1) and k.block == 128
+    assert not kt.embed(qtype="q6_k", m=2, table=1, tokens=2, out=3, n_embd=256).pdl  # a step's first kernel
 
 
 def test_weight_type_table_matches_gguf_block_sizes():

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from qtui.engine import ops
+from qtui.engine.cuda import splitfmt
 from qtui.engine.cuda.kernels import ATTN_PIECE
 
 pytestmark = pytest.mark.gpu
@@ -19,34 +20,31 @@ def _rel(got, ref):
     return float(np.linalg.norm(got.astype(F64) - ref) / np.linalg.norm(ref))
 
 
-def test_rmsnorm(gpu):
+def _split_values(gpu, sp, rows):
+    """A split-format output: its values (hi + lo), after checking its slice sums are its own (kernel order)."""
+    xs, xsum = gpu.get_split(sp, rows)
+    vals = splitfmt.join(xs)
+    assert np.array_equal(xsum.view(np.uint32), splitfmt.slice_sums(vals).view(np.uint32))
+    return vals
+
+
+def test_rmsnorm_writes_the_split_format(gpu):
     rng = np.random.default_rng()
     m, n, eps = 5, 1280, 1e-6
     x = (rng.standard_normal((m, n)) * 3).astype(np.float32)
     w = (1 + 0.1 * rng.standard_normal(n)).astype(np.float32)
-    out = gpu.poisoned((m, n))
-    gpu.run(gpu.kt.rmsnorm(m, int(gpu.put(x)), int(gpu.put(w)), int(out), n, eps))
-    assert _rel(gpu.get(out, (m, n)), ops.rms_norm(x.astype(F64), w.astype(F64), eps)) < LAYER_REL_TOL
+    out = gpu.split_buffer(m, n)
+    gpu.run(gpu.kt.rmsnorm(m=m, x=int(gpu.put(x)), w=int(gpu.put(w)), out=out, eps=eps))
+    # values carry the split's 2^-16 representation error on top of float32 arithmetic
+    assert _rel(_split_values(gpu, out, m), ops.rms_norm(x.astype(F64), w.astype(F64), eps)) < LAYER_REL_TOL
 
 
-def test_gated_rmsnorm_silu(gpu):
+def test_swiglu_split(gpu):
     rng = np.random.default_rng()
-    m, H, dv, eps = 3, 4, 128, 1e-6
-    o = rng.standard_normal((m, H, dv)).astype(np.float32)
-    z = rng.standard_normal((m, H, dv)).astype(np.float32)
-    w = (1 + 0.1 * rng.standard_normal(dv)).astype(np.float32)
-    out = gpu.poisoned((m, H, dv))
-    gpu.run(gpu.kt.gated_rmsnorm_silu(m, int(gpu.put(o)), int(gpu.put(z)), int(gpu.put(w)), int(out), H, dv, eps))
-    ref = ops.rms_norm(o.astype(F64), w.astype(F64), eps) * ops.silu(z.astype(F64))
-    assert _rel(gpu.get(out, (m, H, dv)), ref) < LAYER_REL_TOL
-
-
-def test_swiglu(gpu):
-    rng = np.random.default_rng()
-    g, u = (rng.standard_normal((2, 3, 1000)) * 4).astype(np.float32)
-    out = gpu.poisoned((3, 1000))
-    gpu.run(gpu.kt.swiglu(3000, int(gpu.put(g)), int(gpu.put(u)), int(out)))
-    assert _rel(gpu.get(out, (3, 1000)), ops.silu(g.astype(F64)) * u) < LAYER_REL_TOL
+    g, u = (rng.standard_normal((2, 3, 1024)) * 4).astype(np.float32)
+    out = gpu.split_buffer(3, 1024)
+    gpu.run(gpu.kt.swiglu_split(m=3, gate=int(gpu.put(g)), up=int(gpu.put(u)), out=out))
+    assert _rel(_split_values(gpu, out, 3), ops.silu(g.astype(F64)) * u) < LAYER_REL_TOL
 
 
 def test_argmax_ties_go_to_lowest_index(gpu):
@@ -57,7 +55,7 @@ def test_argmax_ties_go_to_lowest_index(gpu):
         i, j = sorted(rng.choice(n, 2, replace=False))
         logits[r, i] = logits[r, j] = logits[r].max() + 1.0
     out = gpu.poisoned((m,), np.int32)
-    gpu.run(gpu.kt.argmax(m, int(gpu.put(logits)), int(out), n))
+    gpu.run(gpu.kt.argmax(m=m, logits=int(gpu.put(logits)), tokens=int(out), n=n))
     assert gpu.get(out, (m,), np.int32).tolist() == np.argmax(logits, axis=1).tolist()
 
 
@@ -101,13 +99,15 @@ def test_conv_and_delta_step_over_three_steps(gpu, dk):
         x = rng.standard_normal((m, C)).astype(np.float32)
         a, b = rng.standard_normal((2, m, H_v)).astype(np.float32)
         z = rng.standard_normal((m, H_v, dk)).astype(np.float32)
-        conv_out, o = gpu.poisoned((m, C)), gpu.poisoned((m, H_v, dk))
+        conv_out, o = gpu.poisoned((m, C)), gpu.split_buffer(m, H_v * dk)
         gpu.run(
-            gpu.kt.conv_step_silu(m, int(gpu.put(x)), int(w_buf), int(st_buf), (K - 1) * C, int(sl), int(conv_out), C, K),
-            gpu.kt.delta_step(m, dk, int(conv_out), int(gpu.put(a)), int(gpu.put(b)), int(a_dev), int(dt_dev),
-                              int(S_buf), H_v * dk * dk, int(sl), int(gpu.put(z)), int(nw_dev), int(o), H_k, H_v, eps),
-        )  # fmt: skip
-        got_o = gpu.get(o, (m, H_v, dk))
+            gpu.kt.conv_step_silu(m=m, x=int(gpu.put(x)), w=int(w_buf), state=int(st_buf), slot_stride=(K - 1) * C,
+                                  slots=int(sl), out=int(conv_out), channels=C, kernel=K),
+            gpu.kt.delta_step(m=m, d_k=dk, conv_out=int(conv_out), a=int(gpu.put(a)), b=int(gpu.put(b)),
+                              ssm_a=int(a_dev), dt_bias=int(dt_dev), S=int(S_buf), slot_stride=H_v * dk * dk,
+                              slots=int(sl), z=int(gpu.put(z)), norm_w=int(nw_dev), out=o, H_k=H_k, H_v=H_v, eps=eps),
+        )
+        got_o = _split_values(gpu, o, m).reshape(m, H_v, dk)
         for r, s in enumerate(slots):
             window = np.concatenate([cs64[s], x[r][None].astype(F64)])
             cs64[s] = window[1:]
@@ -145,15 +145,17 @@ def test_conv_and_delta_runs_of_rows_are_tokens_in_order(gpu, dk, run):
         """rows of x/a/b/z in runs of n_run; returns (conv_out, out) on the host."""
         mm = len(rows)
         sl = gpu.put(np.array([run_slots[r // run] for r in rows], np.int32))
-        conv_out, o = gpu.poisoned((mm, C)), gpu.poisoned((mm, H_v, dk))
+        conv_out, o = gpu.poisoned((mm, C)), gpu.split_buffer(mm, H_v * dk)
         gpu.run(
-            gpu.kt.conv_step_silu(mm, int(gpu.put(x[rows])), int(w_buf), int(st_buf), (K - 1) * C, int(sl),
-                                  int(conv_out), C, K, n_run),
-            gpu.kt.delta_step(mm, dk, int(conv_out), int(gpu.put(a[rows])), int(gpu.put(b[rows])), int(a_dev),
-                              int(dt_dev), int(S_buf), H_v * dk * dk, int(sl), int(gpu.put(z[rows])), int(nw_dev),
-                              int(o), H_k, H_v, eps, n_run),
+            gpu.kt.conv_step_silu(m=mm, x=int(gpu.put(x[rows])), w=int(w_buf), state=int(st_buf),
+                                  slot_stride=(K - 1) * C, slots=int(sl), out=int(conv_out), channels=C, kernel=K,
+                                  run=n_run),
+            gpu.kt.delta_step(m=mm, d_k=dk, conv_out=int(conv_out), a=int(gpu.put(a[rows])), b=int(gpu.put(b[rows])),
+                              ssm_a=int(a_dev), dt_bias=int(dt_dev), S=int(S_buf), slot_stride=H_v * dk * dk,
+                              slots=int(sl), z=int(gpu.put(z[rows])), norm_w=int(nw_dev), out=o, H_k=H_k, H_v=H_v,
+                              eps=eps, run=n_run),
         )
-        return gpu.get(conv_out, (mm, C)), gpu.get(o, (mm, H_v, dk))
+        return gpu.get(conv_out, (mm, C)), _split_values(gpu, o, mm).reshape(mm, H_v, dk)
 
     st_run, S_run = gpu.put(conv_state), gpu.put(S)
     co_run, o_run = launch(list(range(m)), run, st_run, S_run)
@@ -195,16 +197,19 @@ def test_attention_decode_against_softmax(gpu):
     V = rng.standard_normal((n_slots, max_ctx, nkv, hd)).astype(np.float32)
     Kd, Vd, qg_d = gpu.put(K), gpu.put(V), gpu.put(qg)
     sl, ps = gpu.put(slots), gpu.put(pos)
-    qr, part, out = gpu.poisoned((m, nh, hd)), gpu.poisoned((m, nh, n_pieces, hd + 2)), gpu.poisoned((m, nh, hd))
+    qr, part, out = gpu.poisoned((m, nh, hd)), gpu.poisoned((m, nh, n_pieces, hd + 2)), gpu.split_buffer(m, nh * hd)
     stride = max_ctx * nkv * hd
     gpu.run(
-        gpu.kt.qk_norm_rope_store(m, int(qg_d), int(gpu.put(kb)), int(gpu.put(vb)), int(gpu.put(qn)), int(gpu.put(kn)),
-                                  int(qr), int(Kd), int(Vd), stride, int(sl), int(ps), nh, nkv, hd, max_ctx, n_rot,
-                                  theta, eps),
-        gpu.kt.attn_partial(m, int(qr), int(Kd), int(Vd), stride, int(sl), int(ps), int(part), nh, nkv, hd, n_pieces),
-        gpu.kt.attn_combine(m, int(part), int(qg_d), int(ps), int(out), nh, hd, n_pieces),
-    )  # fmt: skip
-    got = gpu.get(out, (m, nh, hd))
+        gpu.kt.qk_norm_rope_store(m=m, qg=int(qg_d), kb=int(gpu.put(kb)), vb=int(gpu.put(vb)), q_norm=int(gpu.put(qn)),
+                                  k_norm=int(gpu.put(kn)), q_out=int(qr), k_cache=int(Kd), v_cache=int(Vd),
+                                  slot_stride=stride, slots=int(sl), pos=int(ps), n_head=nh, n_kv=nkv, hd=hd,
+                                  max_ctx=max_ctx, n_rot=n_rot, theta=theta, eps=eps),
+        gpu.kt.attn_partial(m=m, q=int(qr), k_cache=int(Kd), v_cache=int(Vd), slot_stride=stride, slots=int(sl),
+                            pos=int(ps), part=int(part), n_head=nh, n_kv=nkv, hd=hd, n_pieces=n_pieces),
+        gpu.kt.attn_combine(m=m, part=int(part), qg=int(qg_d), pos=int(ps), out=out, n_head=nh, hd=hd,
+                            n_pieces=n_pieces),
+    )
+    got = _split_values(gpu, out, m).reshape(m, nh, hd)
     K_after = gpu.get(Kd, K.shape)
     for r, (s, p) in enumerate(zip(slots, pos)):
         cos, sin = ops.rope_angles(int(p), n_rot, theta)

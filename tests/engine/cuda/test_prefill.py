@@ -1,6 +1,6 @@
-"""Chunked prefill (PREFILL_CHUNK prompt tokens per step) is bitwise the prompt fed one token per step: logits,
-split calls, greedy continuation, graph vs eager. The token-by-token path is the public one: prefill of the
-first token, then one decode step per token (m = 1, the step the old prefill ran for every token)."""
+"""Chunked prefill (prefill_chunk prompt tokens per step: 1, 7, 64, 256) is bitwise the prompt fed one token
+per step: logits, split calls, greedy continuation, graph vs eager. The token-by-token path is the public one:
+prefill of the first token, then one decode step per token (m = 1)."""
 
 from __future__ import annotations
 
@@ -10,17 +10,21 @@ import pytest
 from .test_engine import compare_with_reference
 
 pytestmark = pytest.mark.gpu
-LENGTHS = [1, 15, 16, 17, 40, 100]  # inside one chunk, exactly one, one past, several with tails
+LENGTHS = [1, 15, 64, 65, 100, 300]  # inside one chunk, exactly one, one past, several with tails
 N_NEW = 16
 
 
-@pytest.fixture(scope="module", params=[("tiny", "f32"), ("tiny-tiled", "q4_k_m")], ids=lambda p: "-".join(p))
+@pytest.fixture(scope="module", params=[("tiny", "f32", 7), ("tiny-tiled", "q4_k_m", 1), ("tiny-tiled", "q4_k_m", 7),
+                                        ("tiny-tiled", "q4_k_m", 64), ("tiny-tiled", "q6_k", 256)],
+                ids=lambda p: f"{p[0]}-{p[1]}-chunk{p[2]}")
 def engine(request, make_model):
-    """max_slots = 4 < PREFILL_CHUNK: the activations still hold a full chunk."""
+    """max_slots = 4 < the chunk: the activations still hold a full chunk."""
     from qtui.engine.cuda.engine import CudaEngine
     from qtui.model.gguf_file import GGUFModel
 
-    eng = CudaEngine(GGUFModel.open(make_model(*request.param)), max_slots=4, max_context=512, progress=False)
+    preset, quant, chunk = request.param
+    eng = CudaEngine(GGUFModel.open(make_model(preset, quant)), max_slots=4, max_context=512, progress=False,
+                     prefill_chunk=chunk)
     yield eng
     eng.close()
 
@@ -87,7 +91,7 @@ def test_prefill_next_token_is_argmax_of_last_row(engine):
 def test_prompt_split_across_calls_equals_one_call(engine, n):
     prompt = _prompt(engine, n)
     rng = np.random.default_rng()
-    cuts = sorted({1, n - 1, int(rng.integers(1, n)), min(16, n - 1)})
+    cuts = sorted({1, n - 1, int(rng.integers(1, n)), min(engine.prefill_chunk, n - 1)} - {0})
     a = engine.alloc_slot()
     whole = engine.prefill_logits(a, prompt)
     ref = _greedy(engine, a, whole)
@@ -101,7 +105,7 @@ def test_prompt_split_across_calls_equals_one_call(engine, n):
         engine.free_slot(b)
 
 
-@pytest.mark.parametrize("n", [16, 40])
+@pytest.mark.parametrize("n", [16, 70])
 def test_graph_prefill_bitwise_equals_eager(engine, n):
     prompt = _prompt(engine, n)
     results = []
