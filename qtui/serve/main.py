@@ -96,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
     import logging
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    logging.getLogger("websockets").setLevel(logging.WARNING)  # not a line per connection
+    for name in ("websockets", "uvicorn.error"):  # not a line per connection
+        logging.getLogger(name).setLevel(logging.WARNING)
     code = asyncio.run(_serve_until_signal(args))
     for sig in (signal.SIGINT, signal.SIGTERM):  # drained already: a late signal must not turn exit 0 into a kill
         signal.signal(sig, signal.SIG_IGN)

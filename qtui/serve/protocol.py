@@ -153,8 +153,9 @@ def token_frame(client_id: str, e: ev.Token) -> dict[str, Any]:
     return {"op": "token", "id": client_id, "index": e.index, "token": e.token, "text": e.text}
 
 
-def done_frame(client_id: str, e: ev.Done) -> dict[str, Any]:
-    return {
+def done_frame(client_id: str, e: ev.Done, seed: int | None = None) -> dict[str, Any]:
+    """`seed`: the sampling seed of a sampled request (its reply can be replayed with it); absent for greedy."""
+    frame = {
         "op": "done",
         "id": client_id,
         "text": e.text,
@@ -168,6 +169,9 @@ def done_frame(client_id: str, e: ev.Done) -> dict[str, Any]:
         "slot": e.slot,
         "parity": e.parity,
     }
+    if seed is not None:
+        frame["seed"] = seed
+    return frame
 
 
 def error_frame(request_id: str | None, code: str, message: str) -> dict[str, Any]:

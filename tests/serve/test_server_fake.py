@@ -36,7 +36,7 @@ async def test_hello_info_health_and_metrics():
         assert metrics["qtui_generation_tokens_total"][""] == 5
         assert metrics["qtui_prompt_tokens_total"][""] == 3
         assert metrics["qtui_batch_size_count"][""] == 4  # 1 prefill token + 4 decode steps at m=1
-        assert metrics["qtui_batch_size_bucket"]['{le="1"}'] == 4
+        assert metrics["qtui_batch_size_bucket"]['{le="1.0"}'] == 4  # prometheus-client writes bounds as floats
         assert metrics["qtui_time_to_first_token_seconds_count"][""] == 1
         for name in ("qtui_step_duration_seconds_count", "qtui_queue_depth", "qtui_active_slots", "qtui_parity_verdicts_total"):
             assert name in metrics
@@ -289,7 +289,7 @@ async def test_slow_subscriber_gets_latest_stats_only():
         def __init__(self):
             self.sent, self.gate = [], asyncio.Event()
 
-        async def send(self, text):
+        async def send_text(self, text):
             await self.gate.wait()
             self.sent.append(text)
 
