@@ -135,7 +135,8 @@ class WebSocketSide:
             return
         rid = conn.rid(msg.id)
         conn.active[msg.id] = rid
-        self.submit(rid, WsRoute(conn, msg.id, None), tokens, msg.params, arrival_t)
+        seed = None if msg.params.sampling.is_greedy else msg.params.sampling.seed
+        self.submit(rid, WsRoute(conn, msg.id, seed), tokens, msg.params, arrival_t)
 
     def _prompt_tokens(self: QtuiServer, msg: proto.Generate) -> list[int]:
         if msg.tokens is not None:
