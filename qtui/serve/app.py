@@ -14,6 +14,9 @@ from starlette.routing import Route, WebSocketRoute
 
 from qtui.serve.auth import is_authorized
 from qtui.serve.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from qtui.serve.openai.routes import ClientGone
+from qtui.serve.openai.routes import routes as openai_routes
+from qtui.serve.openai.schemas import ApiError
 
 if TYPE_CHECKING:
     from qtui.serve.server import QtuiServer
@@ -32,10 +35,20 @@ def build_app(srv: QtuiServer) -> Starlette:
         return PlainTextResponse("qtui: protocol v1 is a WebSocket at this path; HTTP: /health, /metrics, /v1/...\n",
                                  status_code=426, headers={"Upgrade": "websocket"})  # fmt: skip
 
+    async def api_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ApiError)
+        return JSONResponse(exc.body(), status_code=exc.status)
+
+    async def client_gone(request: Request, exc: Exception) -> Response:
+        return Response(status_code=499)  # nobody reads it
+
     routes = [
         WebSocketRoute("/", srv.handle_websocket),
         Route("/", root),
         Route("/health", health),
         Route("/metrics", metrics),
+        *openai_routes(srv),
     ]
-    return Starlette(routes=routes)
+    app = Starlette(routes=routes, exception_handlers={ApiError: api_error, ClientGone: client_gone})
+    app.state.max_body = 4 * srv.settings.max_message_bytes
+    return app
