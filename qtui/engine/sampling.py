@@ -180,9 +180,10 @@ def filter_mask(z: np.ndarray, p: SamplingParams) -> np.ndarray:
     if 0 < p.top_k < len(z):
         keep &= keys >= _threshold(keys, np.ones(len(z), np.uint64), p.top_k)
     e = np.exp((z - z.max()).astype(F32)).astype(F32)  # in [0, 1], 1 at the max
-    if p.top_p < 1.0:
+    top_p = F32(p.top_p)  # the kernel gets float32 parameters: use the same values
+    if top_p < F32(1.0):
         q = (e * F32(4294967296.0)).astype(np.uint64)  # fixed point, 2^-32 units (exact: power-of-two scale)
-        target = float(np.float64(q[keep].sum()) * np.float64(p.top_p))
+        target = float(np.float64(q[keep].sum()) * np.float64(top_p))
         keep &= keys >= _threshold(keys[keep], q[keep], target)
     if p.min_p > 0.0:
         keep &= e >= F32(p.min_p)
