@@ -326,3 +326,15 @@ async def test_sampled_requests_over_socket_equal_solo_and_report_their_seed():
         assert "seed" not in greedy.done
         scored = await client.generate(tokens=[5, 6, 7], max_tokens=2, logprobs=2, prompt_logprobs=True, temperature=0)
         assert scored.done is not None
+
+
+async def test_verify_parity_re_runs_sampled_requests_with_their_seed():
+    async with fake_server(max_slots=4, verify_parity=True) as srv, await Client.connect(srv.url) as client:
+        reqs = [dict(tokens=[3, i + 2], max_tokens=8, ignore_eos=True, temperature=0.7, top_p=0.9) for i in range(4)]
+        replies = await asyncio.gather(*await client.submit_many(reqs))
+        assert all(r.done["parity"] == "pending" for r in replies)
+        for _ in range(500):
+            if srv.stats.parity["equal"] == 4:
+                break
+            await asyncio.sleep(0.01)
+        assert srv.stats.parity == {"equal": 4, "diverged": 0, "pending": 0}
