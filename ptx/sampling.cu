@@ -58,27 +58,18 @@ struct Shared {
     unsigned long long above;
 };
 
-__device__ __forceinline__ unsigned long long block_sum_u64(unsigned long long v, Shared& sh) {
+// Sum over the block in a fixed order (xor tree in each warp, then the warps in order); every thread gets it.
+// Integer sums are exact whatever the order; float64 ones depend only on the row's own values.
+template <class T>
+__device__ __forceinline__ T block_sum_t(T v, T* partial) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
     __syncthreads();
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-    if (lane == 0) sh.u64[warp] = v;
+    if (lane == 0) partial[warp] = v;
     __syncthreads();
-    unsigned long long t = 0;
-    for (int w = 0; w < n_warps; ++w) t += sh.u64[w];
-    return t;
-}
-
-__device__ __forceinline__ double block_sum_f64(double v, Shared& sh) {  // fixed tree: lanes, then warps in order
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
-    __syncthreads();
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-    if (lane == 0) sh.d[warp] = v;
-    __syncthreads();
-    double t = 0.0;
-    for (int w = 0; w < n_warps; ++w) t += sh.d[w];
+    T t = 0;
+    for (int w = 0; w < n_warps; ++w) t += partial[w];
     return t;
 }
 
@@ -176,7 +167,7 @@ sample_rows(const float* __restrict__ logits, const RowParams* __restrict__ para
     if (p.top_p < 1.0f) {
         unsigned long long local = 0ull;
         for (int v = threadIdx.x; v < n; v += blockDim.x) { unsigned key; local += mass(v, key); }
-        const unsigned long long total = block_sum_u64(local, sh);
+        const unsigned long long total = block_sum_t<unsigned long long>(local, sh.u64);
         tp = radix_select(mass, n, (double)total * (double)p.top_p, sh);
     }
     const unsigned floor_key = tk > tp ? tk : tp;
@@ -208,7 +199,7 @@ logprob_rows(const float* __restrict__ logits, const RowParams* __restrict__ par
     lmax = block_max(lmax, sh.f);
     double local = 0.0;
     for (int v = threadIdx.x; v < n; v += blockDim.x) local += exp((double)x[v] - (double)lmax);
-    const double lse = (double)lmax + log(block_sum_f64(local, sh));
+    const double lse = (double)lmax + log(block_sum_t<double>(local, sh.d));
     float* out = lp + (long long)blockIdx.x * (1 + MAX_TOP);
     if (threadIdx.x == 0) out[0] = (float)((double)x[targets[blockIdx.x]] - lse);
     float prev_v = INFINITY;

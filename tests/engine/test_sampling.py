@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from .sampled_runs import run_sampled
 from qtui.engine.sampling import GREEDY, SamplingParams, derive_seed, filter_mask, gumbel_noise, philox4x32, sample_row
 from qtui.errors import InvalidParameter
 
@@ -109,16 +110,8 @@ def test_reference_engine_sampled_rows_batched_equal_solo(tiny_gguf):
               SamplingParams(temperature=0.8, top_p=0.95, seed=7), SamplingParams(temperature=0.9, min_p=0.02,
               repetition_penalty=1.3, frequency_penalty=0.4, presence_penalty=0.2, seed=9)]  # fmt: skip
 
-    def run(batch: list[int], steps: int = 12) -> dict[int, list[int]]:
-        slots = {i: eng.alloc_slot() for i in batch}
-        toks = {i: [eng.prefill(slots[i], prompts[i], params[i])] for i in batch}
-        for _ in range(steps):
-            out = eng.decode([slots[i] for i in batch], [toks[i][-1] for i in batch], [params[i] for i in batch])
-            for i, t in zip(batch, out):
-                toks[i].append(t)
-        for s in slots.values():
-            eng.free_slot(s)
-        return toks
+    def run(batch: list[int]) -> dict[int, list[int]]:
+        return run_sampled(eng, prompts, params, batch, 12)
 
     solo = {i: run([i])[i] for i in range(4)}
     batched = run([3, 1, 0, 2])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ..sampled_runs import run_sampled
 from qtui.engine.sampling import SamplingParams, choice_of, filter_mask, gumbel_noise, penalize, sample_row
 
 pytestmark = pytest.mark.gpu
@@ -154,15 +155,7 @@ def test_cuda_engine_sampled_batch_equals_solo(make_model):
     params[7] = params[0]
 
     def run(batch: list[int]) -> dict[int, list[int]]:
-        slots = {i: eng.alloc_slot() for i in batch}
-        toks = {i: [eng.prefill(slots[i], prompts[i], params[i])] for i in batch}
-        for _ in range(N_DECODE):
-            out = eng.decode([slots[i] for i in batch], [toks[i][-1] for i in batch], [params[i] for i in batch])
-            for i, t in zip(batch, out):
-                toks[i].append(t)
-        for slot in slots.values():
-            eng.free_slot(slot)
-        return toks
+        return run_sampled(eng, prompts, params, batch, N_DECODE)
 
     solo = {i: run([i])[i] for i in range(8)}
     assert run(list(range(8))) == solo and solo[7] == solo[0]
