@@ -7,6 +7,7 @@
     │   └── CudaError              cuda_error        a driver call failed (names the call and CUresult)
     └── RequestError               (a client's request; the server maps it to an `error` frame, HTTP-400/429-like)
         ├── BadRequest             bad_request       invalid JSON, wrong field types, out-of-range values
+        │   └── InvalidParameter   bad_request       one named parameter out of range (carries `param`)
         ├── UnknownOp              unknown_op
         ├── PromptTooLong          prompt_too_long
         ├── MessageTooLarge        message_too_large
@@ -88,3 +89,11 @@ class Cancelled(RequestError):
 
 class ShuttingDown(RequestError):
     code = "shutting_down"
+
+
+class InvalidParameter(BadRequest):
+    """A request parameter out of its range; `param` names it (the OpenAI error body's `param`)."""
+
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(message)
+        self.param = param

@@ -7,7 +7,10 @@ implement it. Invariants every implementation keeps (../DESIGN.md, "Invariants")
   the result the same slot would get decoded alone (same kernels / same reduction order for every m).
 * Per-request state (KV cache, conv state, float32 delta-rule state S, length) lives in pools indexed by slot id,
   never by batch position; `alloc_slot` hands out a slot whose state is zeroed.
-* Greedy decoding: the next token is the argmax of the logits; ties go to the lowest token id (np.argmax).
+* Greedy decoding (sampling None or greedy): the next token is the argmax of the logits; ties go to the lowest
+  token id (np.argmax). Sampled rows follow qtui/engine/sampling.py: a pure function of the row's own logits,
+  seed, position and the slot's own token counts (prompt tokens from prefill, generated tokens from decode
+  inputs; zeroed by `alloc_slot`), so they are batch-invariant too (DESIGN invariant 6).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from qtui.engine.sampling import Choice, SamplingParams
 from qtui.model.config import Qwen35Config
 
 
@@ -41,17 +45,32 @@ class BatchEngine(Protocol):
         """Tokens held in the slot's context so far."""
         ...
 
-    def prefill(self, slot: int, tokens: Sequence[int]) -> int:
-        """Append `tokens` (len >= 1) to the slot's context and return the greedy next token after the last one.
+    def prefill(self, slot: int, tokens: Sequence[int], sampling: SamplingParams | None = None) -> int:
+        """Append `tokens` (len >= 1) to the slot's context and return the next token after the last one
+        (greedy when `sampling` is None, else sampled at position = the slot's length after the tokens).
 
         May be called several times on one slot (chunked prefill): the result is the same as one call with
         the concatenated tokens. Raises `PromptTooLong` if the context would exceed `max_context`.
         """
         ...
 
-    def decode(self, slots: Sequence[int], tokens: Sequence[int]) -> list[int]:
+    def decode(self, slots: Sequence[int], tokens: Sequence[int],
+               sampling: Sequence[SamplingParams] | None = None) -> list[int]:  # fmt: skip
         """One decode step for m = len(slots) distinct slots at once: feed tokens[i] to slots[i] at that slot's
-        next position and return the greedy next token of each, in the same order."""
+        next position and return the next token of each, in the same order (greedy when `sampling` is None,
+        else row i follows sampling[i])."""
+        ...
+
+    def prefill_choices(self, slot: int, tokens: Sequence[int], sampling: SamplingParams,
+                        targets: Sequence[int | None] | None = None) -> list[Choice]:  # fmt: skip
+        """As `prefill`, returning logprobs too (`sampling.logprobs` alternatives each). Without `targets`:
+        [the chosen next token]. With targets (one per token): row i scores targets[i] given the tokens up to
+        tokens[i] (prompt logprobs, for echo); a None target (last row only) is the chosen next token."""
+        ...
+
+    def decode_choices(self, slots: Sequence[int], tokens: Sequence[int],
+                       sampling: Sequence[SamplingParams]) -> list[Choice]:  # fmt: skip
+        """As `decode` with sampling, returning each row's chosen token with its logprobs (same tokens)."""
         ...
 
     def describe(self) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from qtui.engine.ops import AttentionWeights, FfnWeights, GdnWeights, ffn, gated_attention, gated_deltanet, rms_norm
+from qtui.engine.sampling import Choice, SamplingParams, choice_of, sample_row
 from qtui.engine.slot_book import SlotBook
 from qtui.errors import BadRequest
 
@@ -48,6 +49,9 @@ class ReferenceEngine(SlotBook):
         s_shape = (max_slots, cfg.ssm_dt_rank, cfg.d_k, cfg.d_v)
         self._conv = {i: np.zeros(conv_shape, F32) for i in cfg.recurrent_layers}  # [slots, d_conv-1, conv_dim] f32
         self._s = {i: np.zeros(s_shape, F32) for i in cfg.recurrent_layers}  # [slots, H_v, d_k, d_v] f32
+        # token counts for the sampling penalties: prompt tokens (prefill) and generated tokens (decode inputs)
+        self._prompt_counts = np.zeros((max_slots, cfg.n_vocab), np.int32)  # [slots, n_vocab]
+        self._output_counts = np.zeros((max_slots, cfg.n_vocab), np.int32)  # [slots, n_vocab]
 
     def _load_weights(self, model: GGUFModel) -> None:
         """Dequantize every weight of the main stack to float32, numpy order [out, in]."""
@@ -95,20 +99,30 @@ class ReferenceEngine(SlotBook):
         for i in self._conv:
             self._conv[i][slot] = 0.0
             self._s[i][slot] = 0.0
+        self._prompt_counts[slot] = 0
+        self._output_counts[slot] = 0
         self._length[slot] = 0
 
     # --- steps ---
 
     def prefill_logits(self, slot: int, tokens: Sequence[int]) -> np.ndarray:
         """Append `tokens` to the slot, token by token; return the logits after the last one: [n_vocab] f32."""
+        return self._prefill_rows(slot, tokens, every_row=False)[-1]
+
+    def _prefill_rows(self, slot: int, tokens: Sequence[int], every_row: bool) -> np.ndarray:
+        """Feed `tokens`; logits after each one ([n, n_vocab] f32) or only after the last ([1, n_vocab])."""
         self._check_slot(slot)
         ids = self._check_tokens(tokens)
         if not ids:
             raise BadRequest("prefill needs at least one token")
         self._check_room(slot, len(ids))
-        for token in ids[:-1]:
-            self._forward_token(slot, token)  # only the state matters here; skip the head
-        return self._logits(self._forward_token(slot, ids[-1]))
+        np.add.at(self._prompt_counts[slot], ids, 1)
+        rows = []
+        for i, token in enumerate(ids):
+            h = self._forward_token(slot, token)
+            if every_row or i == len(ids) - 1:  # only the state matters for the others: skip the head
+                rows.append(self._logits(h))
+        return np.stack(rows)
 
     def decode_logits(self, slots: Sequence[int], tokens: Sequence[int]) -> np.ndarray:
         """One token for each of m distinct slots: [m, n_vocab] f32; row i is computed alone, as if m were 1."""
@@ -119,14 +133,41 @@ class ReferenceEngine(SlotBook):
         for slot in slots:
             self._check_slot(slot)
             self._check_room(slot, 1)
-        rows = [self._logits(self._forward_token(slot, token)) for slot, token in zip(slots, ids)]
+        rows = []
+        for slot, token in zip(slots, ids):
+            self._output_counts[slot, token] += 1  # a decode input is a generated token
+            rows.append(self._logits(self._forward_token(slot, token)))
         return np.stack(rows)  # [m, n_vocab] f32
 
-    def prefill(self, slot: int, tokens: Sequence[int]) -> int:
-        return int(np.argmax(self.prefill_logits(slot, tokens)))  # ties -> lowest id
+    def _pick(self, logits: np.ndarray, slot: int, sampling: SamplingParams | None) -> int:
+        """The next token of `slot` from its logits row: argmax, or sampled at position = the slot's length."""
+        if sampling is None or sampling.is_greedy:
+            return int(np.argmax(logits))  # ties -> lowest id
+        return sample_row(logits, sampling, int(self._length[slot]), self._prompt_counts[slot],
+                          self._output_counts[slot])  # fmt: skip
 
-    def decode(self, slots: Sequence[int], tokens: Sequence[int]) -> list[int]:
-        return [int(t) for t in np.argmax(self.decode_logits(slots, tokens), axis=-1)]
+    def prefill(self, slot: int, tokens: Sequence[int], sampling: SamplingParams | None = None) -> int:
+        return self._pick(self.prefill_logits(slot, tokens), slot, sampling)
+
+    def decode(self, slots: Sequence[int], tokens: Sequence[int],
+               sampling: Sequence[SamplingParams] | None = None) -> list[int]:  # fmt: skip
+        logits = self.decode_logits(slots, tokens)
+        return [self._pick(logits[i], int(s), None if sampling is None else sampling[i]) for i, s in enumerate(slots)]
+
+    def prefill_choices(self, slot: int, tokens: Sequence[int], sampling: SamplingParams,
+                        targets: Sequence[int | None] | None = None) -> list[Choice]:  # fmt: skip
+        assert targets is None or (len(targets) == len(tokens) and None not in targets[:-1])
+        rows = self._prefill_rows(slot, tokens, every_row=targets is not None)
+        wanted = list(targets) if targets is not None else [None]
+        n_top = sampling.logprobs
+        return [choice_of(row, self._pick(row, slot, sampling) if t is None else t, n_top)
+                for row, t in zip(rows, wanted)]  # fmt: skip
+
+    def decode_choices(self, slots: Sequence[int], tokens: Sequence[int],
+                       sampling: Sequence[SamplingParams]) -> list[Choice]:  # fmt: skip
+        logits = self.decode_logits(slots, tokens)
+        return [choice_of(logits[i], self._pick(logits[i], int(s), sampling[i]), sampling[i].logprobs)
+                for i, s in enumerate(slots)]  # fmt: skip
 
     def trace_token(self, slot: int, token: int) -> tuple[np.ndarray, np.ndarray]:
         """Feed one token (as a 1-token prefill) and return (residual stream after the embedding and after each

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from qtui.engine.sampling import Choice
+
 
 @dataclass(frozen=True, slots=True)
 class Arrived:
@@ -41,6 +43,8 @@ class Token:
     index: int  # 0-based position in the reply
     token: int
     text: str  # the text this token completes ("" while held back: partial UTF-8 or a possible stop string)
+    choice: Choice | None = None  # logprobs of this token (requests that asked for them)
+    prompt: tuple[Choice, ...] | None = None  # first token only, with prompt_logprobs: prompt tokens 1..n-1
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--verify-parity", action="store_true", help="re-run each finished request alone when idle "
                    "and report whether its tokens match (stats feed, /metrics, recording)")  # fmt: skip
     p.add_argument("--api-key", help="require `Authorization: Bearer KEY` (or ?api_key=KEY) on every connection")
+    p.add_argument("--max-queued-bytes", type=int, default=16 << 20, help="per WebSocket: a client that stops "
+                   "reading is dropped once this many bytes of replies wait for it (default 16 MiB)")  # fmt: skip
     p.add_argument("--drain-timeout", type=float, default=30.0, help="seconds in-flight requests may take to "
                    "finish after SIGINT/SIGTERM (default 30)")  # fmt: skip
 
@@ -74,7 +76,7 @@ async def _serve_until_signal(args: argparse.Namespace) -> int:
     options = dict(
         engine=args.engine, max_batch=args.max_batch, max_context=args.max_context, host=args.host, port=args.port,
         window_ms=args.window_ms, queue_size=args.queue_size, record=args.record, verify_parity=args.verify_parity,
-        api_key=args.api_key, drain_timeout=args.drain_timeout,
+        api_key=args.api_key, drain_timeout=args.drain_timeout, max_queued_bytes=args.max_queued_bytes,
     )  # fmt: skip
     async with start_server(args.model, **options) as srv:
         stop = asyncio.Event()
@@ -96,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
     import logging
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    logging.getLogger("websockets").setLevel(logging.WARNING)  # not a line per connection
+    for name in ("websockets", "uvicorn.error"):  # not a line per connection
+        logging.getLogger(name).setLevel(logging.WARNING)
     code = asyncio.run(_serve_until_signal(args))
     for sig in (signal.SIGINT, signal.SIGTERM):  # drained already: a late signal must not turn exit 0 into a kill
         signal.signal(sig, signal.SIG_IGN)

@@ -6,11 +6,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from qtui.errors import BadRequest, MessageTooLarge, RequestError, UnknownOp
+from qtui.engine.sampling import SamplingParams
+from qtui.errors import BadRequest, InvalidParameter, MessageTooLarge, RequestError, UnknownOp
 from qtui.serve import events as ev
 from qtui.serve.request import GenerateParams
 
@@ -140,21 +143,56 @@ def _parse_params(frame: dict[str, Any], max_context: int) -> GenerateParams:
     ignore_eos = frame.get("ignore_eos", False)
     if not isinstance(ignore_eos, bool):
         raise BadRequest("`ignore_eos` must be a boolean")
-    temperature = frame.get("temperature", 0)
-    if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or temperature != 0:
-        raise BadRequest("only greedy decoding is served: `temperature` must be 0 or absent")
-    return GenerateParams(max_tokens=max_tokens, stop=tuple(stop), ignore_eos=ignore_eos)
+    prompt_logprobs = frame.get("prompt_logprobs", False)
+    if not isinstance(prompt_logprobs, bool):
+        raise BadRequest("`prompt_logprobs` must be a boolean")
+    return GenerateParams(max_tokens=max_tokens, stop=tuple(stop), ignore_eos=ignore_eos,
+                          sampling=parse_sampling(frame), prompt_logprobs=prompt_logprobs)  # fmt: skip
+
+
+SAMPLING_FLOATS = ("temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty")
+
+
+def parse_sampling(frame: dict[str, Any]) -> SamplingParams:
+    """The sampling fields of a `generate` frame (all optional; absent = greedy). A sampled request without a
+    `seed` gets one drawn here, so the arrival (and its recording) says how to replay it."""
+    given: dict[str, Any] = {}
+    for name in SAMPLING_FLOATS:
+        value = frame.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value != value:
+            raise InvalidParameter(name, f"`{name}` must be a number")
+        given[name] = float(value)
+    for name in ("top_k", "seed", "logprobs"):
+        value = frame.get(name)
+        if value is not None and not _is_int(value):
+            raise InvalidParameter(name, f"`{name}` must be an integer")
+        if value is not None:
+            given[name] = value
+    params = SamplingParams(**given)
+    if not params.is_greedy and "seed" not in given:
+        params = dataclasses.replace(params, seed=secrets.randbits(63))
+    return params
 
 
 # ---- server -> client ------------------------------------------------------------------------------------
 
 
 def token_frame(client_id: str, e: ev.Token) -> dict[str, Any]:
-    return {"op": "token", "id": client_id, "index": e.index, "token": e.token, "text": e.text}
+    frame: dict[str, Any] = {"op": "token", "id": client_id, "index": e.index, "token": e.token, "text": e.text}
+    if e.choice is not None:
+        frame["logprob"] = e.choice.logprob
+        frame["top_logprobs"] = [[t, lp] for t, lp in e.choice.top]
+    if e.prompt is not None:
+        frame["prompt_logprobs"] = [{"token": c.token, "logprob": c.logprob, "top_logprobs": [[t, lp] for t, lp in c.top]}
+                                    for c in e.prompt]  # fmt: skip
+    return frame
 
 
-def done_frame(client_id: str, e: ev.Done) -> dict[str, Any]:
-    return {
+def done_frame(client_id: str, e: ev.Done, seed: int | None = None) -> dict[str, Any]:
+    """`seed`: the sampling seed of a sampled request (its reply can be replayed with it); absent for greedy."""
+    frame = {
         "op": "done",
         "id": client_id,
         "text": e.text,
@@ -168,6 +206,9 @@ def done_frame(client_id: str, e: ev.Done) -> dict[str, Any]:
         "slot": e.slot,
         "parity": e.parity,
     }
+    if seed is not None:
+        frame["seed"] = seed
+    return frame
 
 
 def error_frame(request_id: str | None, code: str, message: str) -> dict[str, Any]:

@@ -10,6 +10,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from qtui.engine.sampling import GREEDY, Choice, SamplingParams, sampling_to_json
+
 
 class Status(enum.Enum):
     WAITING = "waiting"  # in the bounded wait queue, no slot yet
@@ -40,13 +42,25 @@ class GenerateParams:
     max_tokens: int = 128  # requested reply length; capped by the context left after the prompt
     stop: tuple[str, ...] = ()  # stop strings, matched on the detokenized text and trimmed from it
     ignore_eos: bool = False
+    sampling: SamplingParams = GREEDY
+    prompt_logprobs: bool = False  # score every prompt token after the first (echo with logprobs)
 
     def __post_init__(self) -> None:
         assert self.max_tokens >= 1
         assert all(isinstance(s, str) and s for s in self.stop)
 
+    @property
+    def wants_choices(self) -> bool:
+        """The engine must return logprobs for this request (`*_choices` calls)."""
+        return self.sampling.logprobs is not None or self.prompt_logprobs
+
     def to_json(self) -> dict[str, object]:
-        return {"max_tokens": self.max_tokens, "stop": list(self.stop), "ignore_eos": self.ignore_eos}
+        """The `generate` fields that reproduce this request (greedy ones: exactly the protocol v1 basics)."""
+        out: dict[str, object] = {"max_tokens": self.max_tokens, "stop": list(self.stop), "ignore_eos": self.ignore_eos}
+        out.update(sampling_to_json(self.sampling))
+        if self.prompt_logprobs:
+            out["prompt_logprobs"] = True
+        return out
 
 
 @dataclass(slots=True, eq=False)
@@ -67,6 +81,7 @@ class Request:
     first_token_t: float | None = None
     max_m: int = 0  # the largest decode batch this request took part in (0: never decoded, 1-token reply)
     finish_reason: str | None = None
+    prompt_choices: list[Choice] = field(default_factory=list)  # prompt logprobs so far (prompt_logprobs only)
 
     @property
     def num_prompt_tokens(self) -> int:

@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Callable
 
 from qtui.engine.base import BatchEngine
+from qtui.engine.sampling import Choice
 from qtui.errors import Overloaded, PromptTooLong, ShuttingDown
 from qtui.serve import events as ev
 from qtui.serve.reply import accept_token, first_divergence
@@ -161,16 +162,34 @@ class Scheduler:
             if req.status is not Status.PREFILL:
                 continue
             assert req.slot is not None
-            chunk = req.prompt[req.num_prefilled : req.num_prefilled + self.prefill_chunk]
+            start = req.num_prefilled
+            chunk = req.prompt[start : start + self.prefill_chunk]
             t0 = time.perf_counter()
-            nxt = self.engine.prefill(req.slot, chunk)
+            nxt, choice = self._prefill_call(req, chunk, start)
             ms = (time.perf_counter() - t0) * 1e3
             req.num_prefilled += len(chunk)
             if not req.is_verification:
                 out.append(ev.Prefilled(self.clock(), req.rid, req.slot, len(chunk), ms))
             if req.num_prefilled == len(req.prompt):
                 req.status = Status.DECODE
-                self._accept(req, nxt, out)
+                self._accept(req, nxt, out, choice)
+
+    def _prefill_call(self, req: Request, chunk: list[int], start: int) -> tuple[int, Choice | None]:
+        """One prompt chunk into the engine: the plain greedy call unless the request samples or wants logprobs."""
+        assert req.slot is not None
+        sampling = req.params.sampling
+        if not req.params.wants_choices:
+            if sampling.is_greedy:
+                return self.engine.prefill(req.slot, chunk), None
+            return self.engine.prefill(req.slot, chunk, sampling), None
+        targets: list[int | None] | None = None
+        if req.params.prompt_logprobs:  # row i scores the prompt token after it (the last one: the sampled token)
+            after = req.prompt[start + 1 : start + len(chunk) + 1]
+            targets = [*after, *([None] * (len(chunk) - len(after)))]
+        choices = self.engine.prefill_choices(req.slot, chunk, sampling, targets)
+        if targets is not None:
+            req.prompt_choices += choices[: len(chunk) - (targets[-1] is None)]
+        return choices[-1].token, choices[-1]
 
     def _decode(self, reqs: list[Request], out: list[ev.Event], verify: bool = False) -> None:
         if not reqs:
@@ -178,21 +197,31 @@ class Scheduler:
         slots = [r.slot for r in reqs]
         feed = [r.tokens[-1] for r in reqs]
         t0 = time.perf_counter()
-        produced = self.engine.decode(slots, feed)  # type: ignore[arg-type]
+        produced, choices = self._decode_call(reqs, slots, feed)  # type: ignore[arg-type]
         ms = (time.perf_counter() - t0) * 1e3
         t_step = self.clock()
         assert len(produced) == len(reqs)
         for req in reqs:
             req.max_m = max(req.max_m, len(reqs))
         pos = len(out)
-        for req, tok in zip(reqs, produced):
-            self._accept(req, tok, out)
+        for req, tok, choice in zip(reqs, produced, choices):
+            self._accept(req, tok, out, choice if req.params.sampling.logprobs is not None else None)
         # the Step goes before its tokens; queue/active as they stand after the step's retirements
         queue, active = len(self._waiting), len(self._running)
         step = ev.Step(t_step, len(reqs), ms, slots, list(produced), queue, active, verify)  # type: ignore[arg-type]
         out.insert(pos, step)
 
-    def _accept(self, req: Request, token: int, out: list[ev.Event]) -> None:
+    def _decode_call(self, reqs: list[Request], slots: list[int], feed: list[int]) -> tuple[list[int], list]:
+        """The batch's decode: the plain greedy call when every row is greedy without logprobs (today's path)."""
+        sampling = [r.params.sampling for r in reqs]
+        if any(r.params.sampling.logprobs is not None for r in reqs):
+            choices = self.engine.decode_choices(slots, feed, sampling)
+            return [c.token for c in choices], choices
+        if all(p.is_greedy for p in sampling):
+            return self.engine.decode(slots, feed), [None] * len(reqs)
+        return self.engine.decode(slots, feed, sampling), [None] * len(reqs)
+
+    def _accept(self, req: Request, token: int, out: list[ev.Event], choice: Choice | None = None) -> None:
         now = self.clock()
         if req.first_token_t is None:
             req.first_token_t = now
@@ -201,7 +230,8 @@ class Scheduler:
             if reason is not None:
                 self._finish_verification(req, out)
             return
-        out.append(ev.Token(now, req.rid, len(req.tokens) - 1, token, piece))
+        prompt = tuple(req.prompt_choices) if req.params.prompt_logprobs and len(req.tokens) == 1 else None
+        out.append(ev.Token(now, req.rid, len(req.tokens) - 1, token, piece, choice, prompt))
         if reason is not None:
             self._retire(req)
             out.append(self._done_event(req, reason, now))

@@ -1,7 +1,8 @@
-"""The WebSocket adapter: protocol v1 over `websockets` (asyncio API), `/health`, `/metrics`, drain.
+"""The server: protocol v1 over WebSocket, the OpenAI-compatible HTTP API, `/health`, `/metrics`, drain.
 
-The asyncio side tokenizes and validates frames, routes scheduler events to connections and builds stats
-frames; the engine thread (engine_thread.py) does all stepping. Use `serve_engine(...)` (any `BatchEngine` +
+The transport is Starlette on uvicorn (app.py, host.py). The asyncio side tokenizes and validates requests,
+routes scheduler events to whoever asked (a WebSocket connection or an HTTP response) and builds stats frames;
+the engine thread (engine_thread.py) does all stepping. Use `serve_engine(...)` (any `BatchEngine` +
 tokenizer) or `qtui.serve.main.start_server(model_path, ...)` (opens a GGUF) as async context managers:
 
     async with serve_engine(engine, tokenizer, ServeSettings(port=0)) as srv:
@@ -12,31 +13,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import http
 import itertools
-import json
 import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
-from urllib.parse import parse_qs, urlsplit
-
-from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.exceptions import ConnectionClosed
-from websockets.http11 import Request, Response
+from typing import Any, Protocol
 
 from qtui.engine.base import BatchEngine
 from qtui.errors import BadRequest
 from qtui.serve import events as ev
 from qtui.serve import protocol as proto
-from qtui.serve.connection import Connection
+from qtui.serve.connection import DEFAULT_MAX_QUEUED_BYTES, Connection
 from qtui.serve.engine_thread import EngineThread
 from qtui.serve.metrics import Metrics
 from qtui.serve.recorder import Recorder, git_commit
+from qtui.serve.request import GenerateParams
 from qtui.serve.scheduler import Scheduler
 from qtui.serve.stats import StatsFeed
+from qtui.serve.ws import WebSocketSide
 
 log = logging.getLogger("qtui.serve")
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
@@ -55,6 +51,7 @@ class ServeSettings:
     max_message_bytes: int = proto.MAX_MESSAGE_BYTES
     prefill_chunk: int = 256
     stats_interval: float = 0.25
+    max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES  # per WebSocket: a client that stops reading is dropped
 
     def __post_init__(self) -> None:
         if self.host not in LOOPBACK and not self.api_key:
@@ -66,6 +63,12 @@ class ModelIdentity:
     path: str
     sha256: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
+
+
+class Route(Protocol):
+    """Where one request's Token / Done / Error events go (a WebSocket connection, an HTTP response)."""
+
+    def deliver(self, e: ev.Token | ev.Done | ev.Error) -> None: ...
 
 
 class _Codec:
@@ -83,7 +86,7 @@ class _Codec:
         return IncrementalDetokenizer(self.tokenizer)
 
 
-class QtuiServer:
+class QtuiServer(WebSocketSide):
     def __init__(self, engine: BatchEngine, tokenizer: Any, settings: ServeSettings, model: ModelIdentity) -> None:
         self.engine = engine
         self.tokenizer = tokenizer
@@ -104,10 +107,10 @@ class QtuiServer:
             engine, _Codec(tokenizer), queue_size=settings.queue_size, prefill_chunk=settings.prefill_chunk,
             verify_parity=settings.verify_parity,
         )  # fmt: skip
-        self._routes: dict[str, tuple[Connection, str]] = {}  # rid -> (connection, client id)
+        self._routes: dict[str, Route] = {}  # rid -> where its events go
         self._connections: set[Connection] = set()
         self._numbers = itertools.count(1)
-        self._server: Server | None = None
+        self._host: Any = None  # host.UvicornHost while serving
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: EngineThread | None = None
@@ -117,32 +120,40 @@ class QtuiServer:
 
     # ---- lifecycle -----------------------------------------------------------------------------------------
     async def start(self) -> None:
+        from qtui.serve.app import build_app
+        from qtui.serve.host import UvicornHost
+
         self._loop = asyncio.get_running_loop()
         sinks = [self._sink] + ([self.recorder.events] if self.recorder else [])
         self._thread = EngineThread(self.scheduler, sinks, self.settings.window_ms)
         self._thread.start()
-        self._server = await serve(
-            self._handle, self.settings.host, self.settings.port, process_request=self._process_request,
-            max_size=4 * self.settings.max_message_bytes, ping_interval=20, ping_timeout=60, compression=None,
-        )  # fmt: skip
+        self._host = UvicornHost(build_app(self), self.settings.host, self.settings.port,
+                                 ws_max_size=4 * self.settings.max_message_bytes, ping_interval=20,
+                                 ping_timeout=60)  # fmt: skip
+        await self._host.start()
         self._tasks.append(asyncio.create_task(self._stats_loop()))
 
     @property
     def port(self) -> int:
-        assert self._server is not None
-        return int(self._server.sockets[0].getsockname()[1])
+        assert self._host is not None
+        return int(self._host.port)
 
     @property
     def url(self) -> str:
         host = self.settings.host if ":" not in self.settings.host else f"[{self.settings.host}]"
         return f"ws://{host}:{self.port}/"
 
+    @property
+    def http_url(self) -> str:
+        return "http" + self.url[2:].rstrip("/")
+
     async def drain(self, timeout: float | None = None) -> None:
         """Stop admitting; let in-flight requests finish up to `timeout` (default --drain-timeout) seconds,
-        error the rest with shutting_down, close every socket with 1001 and stop the engine thread."""
+        error the rest with shutting_down, close every socket with 1001 and stop the engine thread. The whole
+        drain takes at most `timeout` + a few seconds, whatever the clients do (one that never reads is cut)."""
         timeout = self.settings.drain_timeout if timeout is None else timeout
         self.is_draining = True
-        assert self._thread is not None and self._server is not None
+        assert self._thread is not None
         self._thread.drain()
         waits = [asyncio.create_task(self._idle.wait()), asyncio.create_task(self._hurry.wait())]
         await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
@@ -152,7 +163,6 @@ class QtuiServer:
             self._thread.abort("shutting_down", f"server shut down: requests still running after {timeout:g} s drain")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._idle.wait(), 5)
-        await asyncio.gather(*(c.flushed(2.0) for c in list(self._connections)))
         await self.close()
 
     def hurry(self) -> None:
@@ -160,14 +170,16 @@ class QtuiServer:
         self._hurry.set()
 
     async def close(self) -> None:
-        """Close sockets (1001), stop the engine thread and the recorder. Idempotent."""
+        """Close sockets (1001; aborted when they cannot take it), stop the engine thread and the recorder.
+        Idempotent."""
         for task in self._tasks:
             task.cancel()
         self._tasks.clear()
-        if self._server is not None:
-            self._server.close(code=1001, reason="server shutting down")
-            await self._server.wait_closed()
-            self._server = None
+        self.is_draining = True  # late handshakes and HTTP requests get 503 while we close
+        await asyncio.gather(*(self._close_connection(c) for c in list(self._connections)))
+        if self._host is not None:
+            host, self._host = self._host, None
+            await host.stop()
         if self._thread is not None:
             thread, self._thread = self._thread, None
             await asyncio.to_thread(thread.stop)
@@ -175,6 +187,29 @@ class QtuiServer:
             self.recorder.stats(self.stats.frame(time.monotonic()), time.monotonic())
             self.recorder.close()
             self.recorder = None
+
+    # ---- requests (any transport) --------------------------------------------------------------------------
+    def submit(self, rid: str, route: Route, tokens: list[int], params: GenerateParams, arrival_t: float) -> None:
+        """Hand one request to the engine thread; its events go to `route` until its Done or Error."""
+        assert rid not in self._routes and self._thread is not None
+        self._routes[rid] = route
+        self._idle.clear()
+        self._thread.submit(rid, tokens, params, arrival_t)
+
+    def cancel(self, rid: str) -> None:
+        """Stop a request whose client went away (nobody to tell: its events are dropped from now on)."""
+        if rid in self._routes:
+            self._unroute(rid)
+            assert self._thread is not None
+            self._thread.cancel(rid)
+
+    def request_cancel(self, rid: str) -> None:
+        """A client's explicit cancel: the request still gets its `done` (finish_reason cancelled)."""
+        assert self._thread is not None
+        self._thread.cancel(rid)
+
+    def next_number(self) -> int:
+        return next(self._numbers)
 
     # ---- engine events (engine thread -> loop) -------------------------------------------------------------
     def _sink(self, events: list[ev.Event]) -> None:
@@ -187,26 +222,12 @@ class QtuiServer:
         self.metrics.consume(events)
         for e in events:
             if isinstance(e, (ev.Token, ev.Done, ev.Error)) and e.rid in self._routes:
-                conn, client_id = self._routes[e.rid]
-                if isinstance(e, ev.Token):
-                    conn.send(proto.token_frame(client_id, e))
-                    continue
-                if isinstance(e, ev.Done):
-                    conn.send(proto.done_frame(client_id, e))
-                else:
-                    conn.send(proto.error_frame(client_id, e.code, e.message))
-                self._unroute(e.rid)
-
-    def _route(self, conn: Connection, client_id: str) -> str:
-        rid = conn.rid(client_id)
-        conn.active[client_id] = rid
-        self._routes[rid] = (conn, client_id)
-        self._idle.clear()
-        return rid
+                self._routes[e.rid].deliver(e)
+                if not isinstance(e, ev.Token):
+                    self._unroute(e.rid)
 
     def _unroute(self, rid: str) -> None:
-        conn, client_id = self._routes.pop(rid)
-        conn.active.pop(client_id, None)
+        self._routes.pop(rid, None)
         if not self._routes:
             self._idle.set()
 
@@ -234,84 +255,22 @@ class QtuiServer:
             self.recorder.stats(frame, now)
         return self.stats.num_events
 
-    # ---- frames (loop) -------------------------------------------------------------------------------------
-    async def _handle(self, ws: ServerConnection) -> None:
-        conn = Connection(ws, next(self._numbers))
-        if self.is_draining:
-            await ws.close(1001, "server shutting down")
-            return
-        self._connections.add(conn)
-        sender = asyncio.create_task(conn.run_sender())
-        conn.send({"op": "hello", **self._hello()})
-        try:
-            async for raw in ws:
-                self._on_frame(conn, raw)
-        except ConnectionClosed:
-            pass
-        except Exception:
-            log.error("connection handler failed; closing this connection only", exc_info=True)
-            await ws.close(1011, "internal error")
-        finally:
-            self._connections.discard(conn)
-            for rid in list(conn.active.values()):
-                self._unroute(rid)  # nobody to tell; the engine frees the slots
-                assert self._thread is not None
-                self._thread.cancel(rid)
-            sender.cancel()
-
-    def _on_frame(self, conn: Connection, raw: str | bytes) -> None:
-        try:
-            limits = {"max_context": self.engine.max_context, "n_vocab": self.n_vocab}
-            msg = proto.parse_client_frame(raw, max_bytes=self.settings.max_message_bytes, **limits)
-        except proto.FrameRejected as exc:
-            conn.send(proto.error_frame(exc.request_id, exc.error.code, exc.error.message))
-            return
-        if isinstance(msg, proto.Generate):
-            self._on_generate(conn, msg)
-        elif isinstance(msg, proto.Cancel):
-            rid = conn.active.get(msg.id)
-            if rid is not None:  # an unknown or already finished id is ignored (it may have just finished)
-                assert self._thread is not None
-                self._thread.cancel(rid)
-        elif isinstance(msg, proto.Subscribe):
-            conn.is_subscribed = True
-            conn.send_stats(proto.dumps(self.stats.frame(time.monotonic())))
-        elif isinstance(msg, proto.Info):
-            conn.send({"op": "info", **self._info()})
-
-    def _on_generate(self, conn: Connection, msg: proto.Generate) -> None:
-        arrival_t = time.monotonic()
-        if msg.id in conn.active:
-            conn.send(proto.error_frame(msg.id, "bad_request", f"id {msg.id!r} is already in use by an active request"))
-            return
-        if self.is_draining:
-            conn.send(proto.error_frame(msg.id, "shutting_down", "server is draining: not admitting new requests"))
-            return
-        try:
-            tokens = self._prompt_tokens(msg)
-        except Exception as exc:  # a template or tokenizer failure is the request's problem, not the server's
-            conn.send(proto.error_frame(msg.id, "bad_request", f"cannot tokenize the prompt: {exc}"))
-            return
-        rid = self._route(conn, msg.id)
-        assert self._thread is not None
-        self._thread.submit(rid, tokens, msg.params, arrival_t)
-
-    def _prompt_tokens(self, msg: proto.Generate) -> list[int]:
-        if msg.tokens is not None:
-            return list(msg.tokens)
-        if msg.messages is not None:
-            return list(self.tokenizer.encode(self.tokenizer.apply_chat_template(msg.messages)))
-        assert msg.prompt is not None
-        return list(self.tokenizer.encode(msg.prompt))
-
-    # ---- identity, HTTP ------------------------------------------------------------------------------------
-    def _hello(self) -> dict[str, Any]:
+    # ---- identity ------------------------------------------------------------------------------------------
+    def hello(self) -> dict[str, Any]:
         return {"protocol": proto.PROTOCOL_VERSION, **self.identity, "max_context": self.engine.max_context,
                 "n_vocab": self.n_vocab}  # fmt: skip
 
-    def _info(self) -> dict[str, Any]:
-        return {**self._hello(), "config": self.model.config, "sha256": self.model.sha256, "commit": self.commit,
+    def info(self) -> dict[str, Any]:
+        return {**self.hello(), "config": self.model.config, "sha256": self.model.sha256, "commit": self.commit,
                 "engine_info": self.engine.describe(), "settings": self._settings_json()}  # fmt: skip
+
+    def health(self) -> dict[str, Any]:
+        return {"status": "draining" if self.is_draining else "ok", **self.identity, "active": self.stats.active,
+                "queue": len(self.stats.queue)}  # fmt: skip
+
+    def render_metrics(self) -> str:
+        return self.metrics.render(queue=len(self.stats.queue), active=self.stats.active,
+                                   max_batch=self.engine.max_slots, is_draining=self.is_draining)  # fmt: skip
 
     def _settings_json(self) -> dict[str, Any]:
         s = self.settings
@@ -324,40 +283,6 @@ class QtuiServer:
         return {"model": self.model.path, "sha256": self.model.sha256, "config": self.model.config,
                 "engine": self.engine.name, "device": str(described.get("device", self.engine.name)),
                 "engine_info": described, "commit": self.commit, "settings": self._settings_json()}  # fmt: skip
-
-    def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
-        path = urlsplit(request.path)
-        if path.path == "/health":
-            status = http.HTTPStatus.SERVICE_UNAVAILABLE if self.is_draining else http.HTTPStatus.OK
-            body = {"status": "draining" if self.is_draining else "ok", **self.identity,
-                    "active": self.stats.active, "queue": len(self.stats.queue)}  # fmt: skip
-            return _respond(connection, status, json.dumps(body) + "\n", "application/json")
-        if self.settings.api_key and not _authorized(request, path.query, self.settings.api_key):
-            return _respond(connection, http.HTTPStatus.UNAUTHORIZED, "unauthorized: missing or wrong API key\n")
-        if path.path == "/metrics":
-            text = self.metrics.render(queue=len(self.stats.queue), active=self.stats.active,
-                                       max_batch=self.engine.max_slots, is_draining=self.is_draining)  # fmt: skip
-            return _respond(connection, http.HTTPStatus.OK, text, "text/plain; version=0.0.4; charset=utf-8")
-        if path.path != "/":
-            return _respond(connection, http.HTTPStatus.NOT_FOUND, "not found: use / (WebSocket), /health, /metrics\n")
-        if self.is_draining:
-            return _respond(connection, http.HTTPStatus.SERVICE_UNAVAILABLE, "server shutting down\n")
-        return None
-
-
-def _authorized(request: Request, query: str, api_key: str) -> bool:
-    if request.headers.get("Authorization", "") == f"Bearer {api_key}":
-        return True
-    return parse_qs(query).get("api_key", [None])[0] == api_key
-
-
-def _respond(
-    connection: ServerConnection, status: http.HTTPStatus, body: str, content_type: str = "text/plain; charset=utf-8"
-) -> Response:
-    response = connection.respond(status, body)
-    del response.headers["Content-Type"]  # Headers is a multidict: replace, don't append
-    response.headers["Content-Type"] = content_type
-    return response
 
 
 @contextlib.asynccontextmanager
@@ -372,4 +297,3 @@ async def serve_engine(engine: BatchEngine, tokenizer: Any, settings: ServeSetti
         yield srv
     finally:
         await srv.close()
-

@@ -31,6 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, default=Path("witness.json"), help="witness JSON path (default witness.json)")
     p.add_argument("--seed", type=int, default=0, help="prompt seed (default 0)")
     p.add_argument("--api-key", help="API key, if the server requires one")
+    p.add_argument("--sampled", action="store_true", help="seeded sampling instead of greedy: temperature 0.8, "
+                   "top_p 0.95, prompt j with seed 1000 * seed + j (its solo and batched runs share the seed)")
 
 
 def make_prompts(n: int, seed: int, n_vocab: int) -> list[dict[str, Any]]:
@@ -97,8 +99,17 @@ def _rung_result(c: int, which: list[int], checks: list[dict[str, Any]], wall: f
     }  # fmt: skip
 
 
+SAMPLING = {"temperature": 0.8, "top_p": 0.95}
+
+
+def request_for(prompt: dict[str, Any], j: int, max_tokens: int, seed: int, sampled: bool) -> dict[str, Any]:
+    """The generate fields of prompt j (the same in its solo run and at every rung)."""
+    req = {**prompt, "max_tokens": max_tokens, "ignore_eos": True}
+    return {**req, **SAMPLING, "seed": 1000 * seed + j} if sampled else req
+
+
 async def run_ladder(url: str, ladder: list[int], n_prompts: int, max_tokens: int, seed: int = 0,
-                     api_key: str | None = None) -> dict[str, Any]:  # fmt: skip
+                     api_key: str | None = None, sampled: bool = False) -> dict[str, Any]:  # fmt: skip
     """Run the ladder against `url` and return the witness dict (`passed` says whether every check held)."""
     from qtui.serve.recorder import git_commit
     from qtui.tools.client import Client
@@ -106,11 +117,10 @@ async def run_ladder(url: str, ladder: list[int], n_prompts: int, max_tokens: in
     async with await Client.connect(url, api_key=api_key) as client:
         info = await client.info()
     prompts = make_prompts(n_prompts, seed, int(info["n_vocab"]))
-    base = {"max_tokens": max_tokens, "ignore_eos": True}
     solo: list[list[int]] = []
     solo_rows = []
     for i, p in enumerate(prompts):
-        (reply,), _ = await _burst(url, [{**p, **base}], api_key)
+        (reply,), _ = await _burst(url, [request_for(p, i, max_tokens, seed, sampled)], api_key)
         if reply.done is None:
             raise RuntimeError(f"solo request {i} failed: {reply.error}")
         solo.append(reply.done["tokens"])
@@ -122,9 +132,11 @@ async def run_ladder(url: str, ladder: list[int], n_prompts: int, max_tokens: in
         which = [(k + i) % n_prompts for i in range(c)]
         if c >= 2:
             which[-1] = which[0]  # an identical pair inside the batch
-        replies, wall = await _burst(url, [{**prompts[j], **base} for j in which], api_key)
+        replies, wall = await _burst(url, [request_for(prompts[j], j, max_tokens, seed, sampled) for j in which],
+                                     api_key)  # fmt: skip
         rungs.append(_rung_result(c, which, [_check_reply(r, c, solo[j]) for r, j in zip(replies, which)], wall))
-    settings = {"ladder": ladder, "prompts": n_prompts, "max_tokens": max_tokens, "seed": seed, "ignore_eos": True}
+    settings = {"ladder": ladder, "prompts": n_prompts, "max_tokens": max_tokens, "seed": seed, "ignore_eos": True,
+                "sampling": {**SAMPLING, "seeds": "1000 * seed + prompt"} if sampled else None}  # fmt: skip
     return {
         "format": "qtui-parity-witness", "version": 1,
         "created": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "url": url,
@@ -139,7 +151,8 @@ def format_table(witness: dict[str, Any]) -> str:
     settings = witness["settings"]
     lines = [
         f"parity ladder: {witness['model']} on {witness['engine']} ({witness['device']}), "
-        f"T={settings['max_tokens']}, {settings['prompts']} prompts",
+        f"T={settings['max_tokens']}, {settings['prompts']} prompts"
+        + (f", sampled {settings['sampling']}" if settings.get("sampling") else ", greedy"),
         f"{'c':>4} {'m formed':>10} {'equal':>7} {'agg tok/s':>10} {'req tok/s':>10} {'wall s':>8}  result",
     ]
     for r in witness["rungs"]:
@@ -164,7 +177,8 @@ def run(args: argparse.Namespace) -> int:
         raise BadRequest(f"--ladder must be comma-separated integers, got {args.ladder!r}") from None
     if not ladder or min(ladder) < 1 or args.prompts < 1 or args.max_tokens < 2:
         raise BadRequest("--ladder rungs >= 1, --prompts >= 1 and --max-tokens >= 2 are required")
-    witness = asyncio.run(run_ladder(args.url, ladder, args.prompts, args.max_tokens, args.seed, args.api_key))
+    witness = asyncio.run(run_ladder(args.url, ladder, args.prompts, args.max_tokens, args.seed, args.api_key,
+                                     args.sampled))  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(witness, indent=2) + "\n")
     print(format_table(witness))

@@ -12,6 +12,7 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
+from qtui.engine.sampling import Choice, SamplingParams
 from qtui.errors import Overloaded, PromptTooLong
 
 EOS = 1
@@ -48,8 +49,8 @@ class FakeEngine:
     def slot_length(self, slot: int) -> int:
         return len(self._history[slot])
 
-    def _next(self, slot: int) -> int:
-        return zlib.crc32(repr(self._history[slot]).encode()) % self.n_vocab
+    def _next(self, slot: int, sampling: SamplingParams | None = None) -> int:
+        return next_token(self._history[slot], self.n_vocab, sampling)
 
     def _feed(self, slot: int, tokens: Sequence[int]) -> None:
         hist = self._history[slot]
@@ -57,30 +58,56 @@ class FakeEngine:
             raise PromptTooLong(f"slot {slot}: {len(hist)} + {len(tokens)} > {self.max_context}")
         hist.extend(tokens)
 
-    def prefill(self, slot: int, tokens: Sequence[int]) -> int:
+    def prefill(self, slot: int, tokens: Sequence[int], sampling: SamplingParams | None = None) -> int:
         assert len(tokens) >= 1
         self._feed(slot, tokens)
-        return self._next(slot)
+        return self._next(slot, sampling)
 
-    def decode(self, slots: Sequence[int], tokens: Sequence[int]) -> list[int]:
+    def decode(self, slots: Sequence[int], tokens: Sequence[int],
+               sampling: Sequence[SamplingParams] | None = None) -> list[int]:  # fmt: skip
         assert len(set(slots)) == len(slots) == len(tokens) >= 1
         self.decode_calls.append(list(slots))
         if self.step_delay_s:
             time.sleep(self.step_delay_s)
         for slot, tok in zip(slots, tokens):
             self._feed(slot, [tok])
-        return [self._next(s) for s in slots]
+        return [self._next(s, None if sampling is None else sampling[i]) for i, s in enumerate(slots)]
+
+    def prefill_choices(self, slot, tokens, sampling, targets=None) -> list[Choice]:
+        if targets is None:
+            return [fake_choice(self.prefill(slot, tokens, sampling), sampling.logprobs)]
+        rows = []
+        for i, tok in enumerate(tokens):
+            nxt = self.prefill(slot, [tok], sampling)
+            rows.append(fake_choice(nxt if targets[i] is None else targets[i], sampling.logprobs))
+        return rows
+
+    def decode_choices(self, slots, tokens, sampling) -> list[Choice]:
+        return [fake_choice(t, p.logprobs) for t, p in zip(self.decode(slots, tokens, sampling), sampling)]
 
     def describe(self) -> dict[str, Any]:
         return {"engine": "fake", "device": "host (fake)", "max_slots": self.max_slots, "max_context": self.max_context}
 
 
-def solo_reply(prompt: list[int], max_tokens: int, n_vocab: int = 50, eos: int | None = EOS) -> list[int]:
+def next_token(history: list[int], n_vocab: int, sampling: SamplingParams | None = None) -> int:
+    """Greedy: a hash of the slot's own history; sampled: of (seed, history), so seeds change replies."""
+    if sampling is None or sampling.is_greedy:
+        return zlib.crc32(repr(history).encode()) % n_vocab
+    return zlib.crc32(repr((sampling.seed, history)).encode()) % n_vocab
+
+
+def fake_choice(token: int, n_top: int | None) -> Choice:
+    """Deterministic made-up logprobs: token t has logprob -(t % 7) - 0.5; the top list counts down from 0."""
+    return Choice(token, -(token % 7) - 0.5, tuple((k, -0.25 * (k + 1)) for k in range(n_top or 0)))
+
+
+def solo_reply(prompt: list[int], max_tokens: int, n_vocab: int = 50, eos: int | None = EOS,
+               sampling: SamplingParams | None = None) -> list[int]:  # fmt: skip
     """The reply the fake engine gives `prompt` alone, computed independently of the scheduler."""
     hist = list(prompt)
     out: list[int] = []
     while len(out) < max_tokens:
-        tok = zlib.crc32(repr(hist).encode()) % n_vocab
+        tok = next_token(hist, n_vocab, sampling)
         out.append(tok)
         if eos is not None and tok == eos:
             break

@@ -36,7 +36,7 @@ async def test_hello_info_health_and_metrics():
         assert metrics["qtui_generation_tokens_total"][""] == 5
         assert metrics["qtui_prompt_tokens_total"][""] == 3
         assert metrics["qtui_batch_size_count"][""] == 4  # 1 prefill token + 4 decode steps at m=1
-        assert metrics["qtui_batch_size_bucket"]['{le="1"}'] == 4
+        assert metrics["qtui_batch_size_bucket"]['{le="1.0"}'] == 4  # prometheus-client writes bounds as floats
         assert metrics["qtui_time_to_first_token_seconds_count"][""] == 1
         for name in ("qtui_step_duration_seconds_count", "qtui_queue_depth", "qtui_active_slots", "qtui_parity_verdicts_total"):
             assert name in metrics
@@ -84,7 +84,9 @@ BAD_FRAMES = [
     ('{"op": "generate", "id": "t8", "tokens": [3], "ignore_eos": 1}', "t8", "bad_request"),
     ('{"op": "generate", "id": "t9", "tokens": [999]}', "t9", "bad_request"),
     ('{"op": "generate", "id": 7, "tokens": [3]}', None, "bad_request"),
-    ('{"op": "generate", "id": "t10", "tokens": [3], "temperature": 0.7}', "t10", "bad_request"),
+    ('{"op": "generate", "id": "t10", "tokens": [3], "temperature": -0.7}', "t10", "bad_request"),
+    ('{"op": "generate", "id": "t11", "tokens": [3], "temperature": 0.7, "top_p": 0}', "t11", "bad_request"),
+    ('{"op": "generate", "id": "t12", "tokens": [3], "temperature": 0.7, "seed": "x"}', "t12", "bad_request"),
     ('{"op": "generate", "id": "long", "tokens": ' + json.dumps([3] * 64) + "}", "long", "prompt_too_long"),
     ('{"op": "generate", "id": "empty", "tokens": []}', "empty", "prompt_too_long"),
 ]
@@ -169,6 +171,7 @@ async def test_no_slot_leak_over_200_cancel_and_disconnect_cycles():
                 break
             await asyncio.sleep(0.01)
         assert srv.engine.num_free_slots() == 2
+        srv._thread.window_s = 0.03  # with no batch window, two frames forming one batch is a race with TCP
         async with await Client.connect(srv.url) as client:
             replies = await asyncio.gather(*await client.submit_many([dict(tokens=[5, 5], max_tokens=5, ignore_eos=True)] * 1 +
                                                                     [dict(tokens=[6], max_tokens=5, ignore_eos=True)]))
@@ -289,7 +292,7 @@ async def test_slow_subscriber_gets_latest_stats_only():
         def __init__(self):
             self.sent, self.gate = [], asyncio.Event()
 
-        async def send(self, text):
+        async def send_text(self, text):
             await self.gate.wait()
             self.sent.append(text)
 
@@ -306,3 +309,32 @@ async def test_slow_subscriber_gets_latest_stats_only():
     sender.cancel()
     kinds = [json.loads(t).get("n", json.loads(t)["op"]) for t in ws.sent]
     assert kinds == ["token", "done", 49]  # request frames all, in order; stats coalesced to the newest
+
+
+async def test_sampled_requests_over_socket_equal_solo_and_report_their_seed():
+    from qtui.engine.sampling import SamplingParams
+
+    async with fake_server(max_slots=8, max_context=128) as srv, await Client.connect(srv.url) as client:
+        req = dict(tokens=[5, 6, 7], max_tokens=12, ignore_eos=True, temperature=0.8, top_p=0.95, seed=11)
+        replies = await asyncio.gather(*await client.submit_many([req] * 6 + [{**req, "seed": 12}]))
+        expected = solo_reply([5, 6, 7], 12, eos=None, sampling=SamplingParams(temperature=0.8, top_p=0.95, seed=11))
+        assert all(r.tokens == expected and r.done["seed"] == 11 and r.done["max_m"] == 7 for r in replies[:6])
+        assert replies[6].tokens != expected and replies[6].done["seed"] == 12
+        drawn = await client.generate(tokens=[5], max_tokens=3, temperature=1.0)  # no seed: the server draws one
+        assert isinstance(drawn.done["seed"], int)
+        greedy = await client.generate(tokens=[5], max_tokens=3)
+        assert "seed" not in greedy.done
+        scored = await client.generate(tokens=[5, 6, 7], max_tokens=2, logprobs=2, prompt_logprobs=True, temperature=0)
+        assert scored.done is not None
+
+
+async def test_verify_parity_re_runs_sampled_requests_with_their_seed():
+    async with fake_server(max_slots=4, verify_parity=True) as srv, await Client.connect(srv.url) as client:
+        reqs = [dict(tokens=[3, i + 2], max_tokens=8, ignore_eos=True, temperature=0.7, top_p=0.9) for i in range(4)]
+        replies = await asyncio.gather(*await client.submit_many(reqs))
+        assert all(r.done["parity"] == "pending" for r in replies)
+        for _ in range(500):
+            if srv.stats.parity["equal"] == 4:
+                break
+            await asyncio.sleep(0.01)
+        assert srv.stats.parity == {"equal": 4, "diverged": 0, "pending": 0}

@@ -74,3 +74,29 @@ async def test_parity_detects_divergence_and_m_mismatch():
     async with fake_server(max_slots=2, max_context=512, window_ms=100) as srv:
         witness = await run_ladder(srv.url, [4], n_prompts=4, max_tokens=5)
     assert not witness["passed"] and not witness["rungs"][0]["m_ok"]
+
+
+async def test_sampled_ladder_passes_and_replay_against_re_runs_seeded_requests(tmp_path):
+    """`qtui parity --sampled` and `qtui replay --against` with seeded sampled requests (fake engine, whose
+    sampled token hashes the seed with the slot's own history)."""
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1]))
+    from serve.helpers import fake_server
+
+    from qtui.tools import replay
+    from qtui.tools.client import Client
+    from qtui.tools.parity import format_table, run_ladder
+
+    async with fake_server(max_slots=8, max_context=512, window_ms=100, record=tmp_path) as srv:
+        sampled = await run_ladder(srv.url, [1, 4, 8], n_prompts=4, max_tokens=6, sampled=True)
+        greedy = await run_ladder(srv.url, [1], n_prompts=4, max_tokens=6)
+        async with await Client.connect(srv.url) as client:
+            await client.generate(tokens=[3, 4], max_tokens=5, temperature=0.9, top_k=5)  # the server draws a seed
+    assert sampled["passed"] and sampled["settings"]["sampling"]["temperature"] == 0.8, format_table(sampled)
+    assert "sampled" in format_table(sampled)
+    assert [r["prompt_tokens"] for r in sampled["solo"]] == [r["prompt_tokens"] for r in greedy["solo"]]
+    (path,) = tmp_path.glob("session-*.jsonl")
+    async with fake_server(max_slots=8, max_context=512) as again:
+        requests = await replay.replay_against(str(path), again.url, speed=50)
+    verdicts = [replay.compare(r)[0] for r in requests]
+    assert verdicts and set(verdicts) == {"same"}
+    assert any("seed" in r.params for r in requests)

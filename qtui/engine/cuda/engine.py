@@ -20,10 +20,12 @@ from typing import Any
 import numpy as np
 
 from qtui.engine.cuda import driver as drv
+from qtui.engine.cuda import sampler as sampling_glue
 from qtui.engine.cuda.graphs import GraphCache
 from qtui.engine.cuda.kernels import ATTN_PIECE, MAX_HEAD_DIM, MAX_PASS_TOKENS, KernelTable
 from qtui.engine.cuda.step import F32_BYTES, Activations, Head, Pools, build_step
 from qtui.engine.cuda.weights import DeviceWeights
+from qtui.engine.sampling import Choice, SamplingParams
 from qtui.engine.slot_book import SlotBook
 from qtui.errors import BadRequest, EngineUnavailable
 from qtui.model.config import Qwen35Config
@@ -70,6 +72,8 @@ class CudaEngine(SlotBook):
         self._out_host = drv.PinnedArray((self.max_rows,), np.int32)
         self._logits_host = drv.PinnedArray((self.max_rows, cfg.n_vocab), np.float32)
         self.graphs = GraphCache(self.stream)
+        self.sampler = sampling_glue.Sampler(self.kernels, self.stream, cfg.n_vocab, max_slots, self.max_rows,
+                                             max_context)
         self._plans: dict[tuple[int, Head, int], list[drv.Kernel]] = {}
         self.last_host_us = 0.0  # host time of the last decode call up to the sync (us)
         self.last_wall_us = 0.0  # wall time of the last decode call (us)
@@ -97,6 +101,7 @@ class CudaEngine(SlotBook):
         p = self.pools
         for buf, stride in ((p.conv, p.conv_stride), (p.S, p.s_stride), (p.k, p.kv_stride), (p.v, p.kv_stride)):
             buf.zero(self.stream, offset=slot * stride * F32_BYTES, nbytes=stride * F32_BYTES)
+        self.sampler.zero_slot(slot)  # the slot's token counts (sampling penalties)
         drv.sync(self.stream)
         self._length[slot] = 0
         return slot
@@ -135,11 +140,14 @@ class CudaEngine(SlotBook):
         st[1, :m] = slots
         st[2, :m] = self._length[list(slots)] if pos is None else pos
 
-    def _run_decode(self, slots: list[int], ids: list[int], want_logits: bool) -> tuple[list[int], np.ndarray | None]:
+    def _run_decode(self, slots: list[int], ids: list[int], want_logits: bool,
+                    sampling: Sequence[SamplingParams] | None = None) -> tuple[list[int], np.ndarray | None]:
         t0 = time.perf_counter()
         m = len(slots)
         self._stage(0, slots, ids)
         self._launch_step(m, "all", 1, 0)
+        if sampling is not None:  # non-greedy rows: overwrite the argmax in out_tokens (sampler.py)
+            sampling_glue.after_decode_step(self, slots, sampling)
         self.acts.out_tokens.download(self._out_host.array[:m], self.stream)
         if want_logits:
             self.acts.bufs["logits"].download(self._logits_host.array[:m], self.stream)
@@ -150,7 +158,8 @@ class CudaEngine(SlotBook):
         logits = self._logits_host.array[:m].copy() if want_logits else None
         return [int(t) for t in self._out_host.array[:m]], logits
 
-    def _decode(self, slots: Sequence[int], tokens: Sequence[int], want_logits: bool) -> tuple[list[int], list]:
+    def _decode(self, slots: Sequence[int], tokens: Sequence[int], want_logits: bool,
+                sampling: Sequence[SamplingParams] | None = None) -> tuple[list[int], list]:
         drv.primary_context()
         slots = [int(s) for s in slots]
         ids = self._check_tokens(tokens)
@@ -160,19 +169,35 @@ class CudaEngine(SlotBook):
             self._check_slot(slot)
             self._check_room(slot, 1)
         out, logits = [], []
-        for i in range(0, len(slots), self.max_rows):  # more slots than max_rows: independent steps
-            toks, lg = self._run_decode(slots[i : i + self.max_rows], ids[i : i + self.max_rows], want_logits)
+        if sampling is not None and all(p.is_greedy for p in sampling):
+            sampling = None  # plain argmax: the greedy path
+        step = self.max_rows
+        for i in range(0, len(slots), step):  # more slots than max_rows: independent steps
+            part = None if sampling is None else sampling[i : i + step]
+            toks, lg = self._run_decode(slots[i : i + step], ids[i : i + step], want_logits, part)
             out += toks
             logits.append(lg)
         return out, logits
 
-    def decode(self, slots: Sequence[int], tokens: Sequence[int]) -> list[int]:
-        return self._decode(slots, tokens, False)[0]
+    def decode(self, slots: Sequence[int], tokens: Sequence[int],
+               sampling: Sequence[SamplingParams] | None = None) -> list[int]:  # fmt: skip
+        return self._decode(slots, tokens, False, sampling)[0]
+
+    def decode_choices(self, slots: Sequence[int], tokens: Sequence[int],
+                       sampling: Sequence[SamplingParams]) -> list[Choice]:  # fmt: skip
+        return sampling_glue.decode_choices(self, slots, tokens, sampling)
+
+    def prefill_choices(self, slot: int, tokens: Sequence[int], sampling: SamplingParams,
+                        targets: Sequence[int | None] | None = None) -> list[Choice]:  # fmt: skip
+        return sampling_glue.prefill_choices(self, slot, tokens, sampling, targets)
 
     def decode_logits(self, slots: Sequence[int], tokens: Sequence[int]) -> np.ndarray:
         return np.concatenate(self._decode(slots, tokens, True)[1], axis=0)  # [m, n_vocab] f32
 
-    def _prefill(self, slot: int, tokens: Sequence[int], want_logits: bool) -> tuple[int, np.ndarray | None]:
+    def _prefill(self, slot: int, tokens: Sequence[int], want_logits: bool,
+                 sampling: SamplingParams | None = None, head: Head = "last") -> tuple[int, np.ndarray | None]:
+        """Feed tokens in prefill chunks; the last chunk runs the LM head on its last row (head "last": logits
+        and out_tokens row 0) or on all its rows (head "all", chunks of at most max_rows: row r = token r)."""
         drv.primary_context()
         self._check_slot(slot)
         ids = self._check_tokens(tokens)
@@ -180,22 +205,26 @@ class CudaEngine(SlotBook):
             raise BadRequest("prefill needs at least one token")
         self._check_room(slot, len(ids))
         start = int(self._length[slot])
-        size = self.prefill_chunk
+        size = self.prefill_chunk if head == "last" else min(self.prefill_chunk, self.max_rows)
         chunks = [ids[i : i + size] for i in range(0, len(ids), size)]
         for c, chunk in enumerate(chunks):  # every image staged first: the queued copies read them later
             first = start + c * size
             self._stage(c, [slot] * len(chunk), chunk, range(first, first + len(chunk)))
         self._length[slot] += len(ids)
-        for c, chunk in enumerate(chunks):  # one run of len(chunk) rows; the LM head on the prompt's last row
-            self._launch_step(len(chunk), "last" if c == len(chunks) - 1 else "none", len(chunk), c)
-        self.acts.out_tokens.download(self._out_host.array[:1], self.stream)  # the last row's: row 0
+        for c, chunk in enumerate(chunks):  # one run of len(chunk) rows; the LM head on the final chunk
+            self._launch_step(len(chunk), head if c == len(chunks) - 1 else "none", len(chunk), c)
+        last = 0 if head == "last" else len(chunks[-1]) - 1  # the logits row of the prompt's last token
+        if sampling is not None and not sampling.is_greedy:  # overwrite the argmax in out_tokens[last]
+            sampling_glue.after_prefill(self, slot, ids, last, sampling)
+        self.acts.out_tokens.download(self._out_host.array[:1], self.stream, offset=4 * last)
         if want_logits:
-            self.acts.bufs["logits"].download(self._logits_host.array[:1], self.stream)
+            n_vocab = self.config.n_vocab
+            self.acts.bufs["logits"].download(self._logits_host.array[:1], self.stream, offset=4 * last * n_vocab)
         drv.sync(self.stream)
         return int(self._out_host.array[0]), (self._logits_host.array[0].copy() if want_logits else None)
 
-    def prefill(self, slot: int, tokens: Sequence[int]) -> int:
-        return self._prefill(slot, tokens, False)[0]
+    def prefill(self, slot: int, tokens: Sequence[int], sampling: SamplingParams | None = None) -> int:
+        return self._prefill(slot, tokens, False, sampling)[0]
 
     def prefill_logits(self, slot: int, tokens: Sequence[int]) -> np.ndarray:
         logits = self._prefill(slot, tokens, True)[1]
@@ -226,3 +255,4 @@ class CudaEngine(SlotBook):
             buf.free()
         for pin in (self._staging, self._out_host, self._logits_host):
             pin.free()
+        self.sampler.free()

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from qtui.engine.cuda import kernels as K
+from qtui.engine.cuda import sampler
 from qtui.engine.cuda.kernels import KernelTable, Split
 
 PTX = Path(__file__).resolve().parents[3] / "ptx"
@@ -53,6 +54,10 @@ def every_site() -> list:
         sites.append(kt.embed(qtype=qtype, m=2, table=1, tokens=2, out=3, n_embd=512))
         if qtype in K.MMA_TYPES:
             sites.append(kt.repack(qtype=qtype, raw=1, out=2, n_out=16, n_in=256))
+    bufs = {"params": 1, "prompt_counts": 2, "output_counts": 3, "lp": 4, "top_ids": 5}
+    sites += [sampler.site(None, "sample_rows", 3, 1000, (6, 7), bufs),
+              sampler.site(None, "logprob_rows", 3, 1000, (6, 7), bufs),
+              sampler.site(None, "count_tokens", 3, 1000, (6, 7, 8), bufs)]
     return sites
 
 
@@ -70,7 +75,9 @@ def test_every_ptx_entry_has_a_builder():
 
 @pytest.mark.parametrize("name,value,source", [("ATTN_PIECE", K.ATTN_PIECE, "attention.cu"),
                                                ("MAX_CONV", K.MAX_CONV, "deltanet.cu"),
-                                               ("MMA_WARPS", K.MMA_WARPS, "mma.cuh")])
+                                               ("MMA_WARPS", K.MMA_WARPS, "mma.cuh"),
+                                               ("SAMPLE_THREADS", sampler.SAMPLE_THREADS, "sampling.cu"),
+                                               ("MAX_TOP", sampler.MAX_TOP, "sampling.cu")])
 def test_shared_constants_agree_with_the_kernel_sources(name, value, source):
     m = re.search(rf"#define {name} (\d+)", (PTX / source).read_text())
     assert m and int(m.group(1)) == value
