@@ -105,7 +105,7 @@ extern "C" __global__ void attn_combine(const float* __restrict__ part, const fl
                                         const int* __restrict__ pos, uint4* __restrict__ out,
                                         float* __restrict__ out_sum, int n_head, int n_pieces_max) {
     pdl_enter();
-    __shared__ float ov[256];
+    __shared__ __align__(16) float ov[256];  // read back as float4 quads
     const int hd = blockDim.x, t = threadIdx.x, head = blockIdx.x, r = blockIdx.y;
     const int n_pieces = (pos[r] + ATTN_PIECE) / ATTN_PIECE;  // ceil((pos + 1) / ATTN_PIECE)
     const float* pr = part + ((long long)r * n_head + head) * n_pieces_max * (hd + 2);

@@ -73,7 +73,8 @@ __device__ __forceinline__ void delta_body(const float* __restrict__ conv_out, c
                                            float eps, int rows_per_run) {
     constexpr int ROWS = DK / 4;
     __shared__ float scratch[33];
-    __shared__ float qs[DK], ks[DK], part_kv[4][DK], part_o[4][DK], ov[DK];
+    __shared__ float qs[DK], ks[DK], part_kv[4][DK], part_o[4][DK];
+    __shared__ __align__(16) float ov[DK];  // read back as float4 quads
     pdl_enter();
     const int h = blockIdx.x, r0 = blockIdx.y * rows_per_run, t = threadIdx.x, j = t % DK, g = t / DK;
     const int kh = h % H_k;

@@ -14,10 +14,9 @@
 //   that each lane reads its words of a 16-row x 256-value UNIT with coalesced 16-byte loads.
 //
 // Work split, fixed by the matrix SHAPE (n_tiles, n_sb), never by m (qtui/engine/cuda/kernels.py
-// mma_blocks_per_tile): a tile's K range is cut into P = B * (MMA_WARPS / R) parts of contiguous super-blocks;
-// block (tile, b) runs parts b*WPM .. b*WPM + WPM-1 on its warps (WPM = warps per matrix, R = matrices: 1, or
-// gate and up for SwiGLU), sums its warps in the order 0..WPM-1, and when B > 1 the last block of the tile to
-// finish (an atomic counter) sums the B block partials in the order 0..B-1 and runs the epilogue.
+// mma_blocks_per_group): each warp computes one 16-row tile; a block holds MMA_WARPS / R consecutive tiles of
+// each of its R matrices (1, or gate and up for SwiGLU) over one of B contiguous K parts, and when B > 1 the last
+// block of the tile group to finish (an atomic counter) sums the B partials in the order 0..B-1.
 //
 // Batch invariance (DESIGN invariants 1 and 7): output (row, tok) depends only on W's row and x's row tok. An MMA
 // output column reads only its own B column; the parts, their order, the group order and both fixed-order sums
@@ -34,6 +33,14 @@
 #define MMA_THREADS (32 * MMA_WARPS)
 // Resident blocks per SM asked of ptxas (caps registers: 3 -> 80, 2 -> 128, 1 -> 255 per thread): the most
 // that keeps the K loop free of spills (SASS checked with cuobjdump; 4 blocks spill at NT = 1).
+// MMA_MIN_MMA: the Q4_K/Q5_K min term by one tensor-core product per unit (k_min_pair) instead of four FMAs
+// per scale group. MMA_PREFETCH: load the next unit's weights before computing the current one.
+#ifndef MMA_MIN_MMA
+#define MMA_MIN_MMA 0
+#endif
+#ifndef MMA_PREFETCH
+#define MMA_PREFETCH 0
+#endif
 #ifndef MMA_MIN_BLOCKS
 #define MMA_MIN_BLOCKS(NT) ((NT) == 1 ? 3 : (NT) <= 4 ? 2 : 1)
 #endif
@@ -125,6 +132,28 @@ __device__ __forceinline__ void k_scale_min(const KScales& k, int j, float& sc, 
     mn = k.dmin * byte_float(j < 4 ? k.mn_lo : k.mn_hi, j & 3);
 }
 __device__ __forceinline__ void k_scale_min(const uint4& h, int j, float& sc, float& mn) { k_scale_min(k_unpack(h), j, sc, mn); }
+
+// The min term as one more MMA per unit (MMA_MIN_MMA): A[row][k] = m_k (6-bit min of group k < 8, exact in bf16;
+// 0 for k >= 8), B[k][tok] = X_k(tok) (the group's x sum) in three bf16 terms hi + mid + lo (24 bits).
+// Lane (g, t) holds groups 2t, 2t+1 in a0 (row g) and a1 (row g + 8); a2 = a3 = 0.
+__device__ __forceinline__ uint32_t k_min_pair(const KScales& k, int t) {
+    const uint32_t w = t < 2 ? k.mn_lo : k.mn_hi;
+    const uint32_t b = 2 * (t & 1);
+    const uint32_t sel = b | (4u << 4) | ((b + 1) << 8) | (4u << 12);  // (m_2t, 0x43, m_2t+1, 0x43)
+    return bf16_sub(__byte_perm(w, 0x43434343u, sel), BF16X2_128);
+}
+// (x0, x1) -> bf16x2 terms hi, mid, lo with x = hi + mid + lo to 24 bits.
+__device__ __forceinline__ void split3(float x0, float x1, uint32_t& hi, uint32_t& mid, uint32_t& lo) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
+    float2 hf = __bfloat1622float2(h);
+    const float r0 = x0 - hf.x, r1 = x1 - hf.y;
+    __nv_bfloat162 md = __floats2bfloat162_rn(r0, r1);
+    float2 mf = __bfloat1622float2(md);
+    __nv_bfloat162 l = __floats2bfloat162_rn(r0 - mf.x, r1 - mf.y);
+    hi = *reinterpret_cast<uint32_t*>(&h);
+    mid = *reinterpret_cast<uint32_t*>(&md);
+    lo = *reinterpret_cast<uint32_t*>(&l);
+}
 
 // ---- Formats over a UNIT = 16 rows x 256 values (one super-block column of a tile). Each gives: UNIT bytes,
 // GROUPS scale groups of SPG slices, HAS_MIN; Raw = one lane's registers of a unit, load(unit, lane, raw);
@@ -256,6 +285,27 @@ struct TQ8_0 {
     }
 };
 
+// acc -= dmin * sum_k m_k X_k for the unit: one MMA per x-sum term (hi, mid, lo) per token tile.
+template <class F, int NT>
+__device__ __forceinline__ void min_by_mma(const typename F::Scales& sc, const float* const (&srow)[NT][2], int du,
+                                           int t, float (&acc)[NT][4]) {
+    const uint32_t a[4] = {k_min_pair(sc.g, t), k_min_pair(sc.g8, t), 0u, 0u};
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        const float4 v = *reinterpret_cast<const float4*>(srow[nt][0] + 16 * du);  // slices 4t .. 4t + 3
+        uint32_t hi, mid, lo;
+        split3(v.x + v.y, v.z + v.w, hi, mid, lo);
+        float P[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        mma_bf16(P, a, lo, 0u);
+        mma_bf16(P, a, mid, 0u);
+        mma_bf16(P, a, hi, 0u);
+        acc[nt][0] = fmaf(-sc.g.dmin, P[0], acc[nt][0]);
+        acc[nt][1] = fmaf(-sc.g.dmin, P[1], acc[nt][1]);
+        acc[nt][2] = fmaf(-sc.g8.dmin, P[2], acc[nt][2]);
+        acc[nt][3] = fmaf(-sc.g8.dmin, P[3], acc[nt][3]);
+    }
+}
+
 // ---- One warp: NT token tiles x one 16-row tile over super-blocks [sb0, sb1). acc[nt][i] is the C fragment:
 // i = 0,1 -> row g, tokens tok0 + 8nt + 2t + {0,1}; i = 2,3 -> row g + 8. The first unit's weights are loaded
 // BEFORE pdl_wait (weights are never written by a kernel): they stream while the previous kernel drains. ----
@@ -263,6 +313,7 @@ template <class F, int NT>
 __device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int sb0, int sb1,
                                          const uint4* __restrict__ xs, const float* __restrict__ xsum, int n_in,
                                          int tok0, int m, float (&acc)[NT][4]) {
+    constexpr bool MIN_BY_MMA = F::HAS_MIN && MMA_MIN_MMA;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int quads = n_in >> 2, slices = n_in >> 4;
 #pragma unroll
@@ -282,12 +333,22 @@ __device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int s
     for (int nt = 0; nt < NT; nt++) {
         const int tb = tok0 + 8 * nt, tc = tb + 2 * t;
         xrow[nt] = xs + (long long)min(tb + g, mlast) * quads + 64 * sb0 + t;
-        srow[nt][0] = xsum + (long long)min(tc, mlast) * slices + 16 * sb0;
-        srow[nt][1] = xsum + (long long)min(tc + 1, mlast) * slices + 16 * sb0;
+        if (MIN_BY_MMA) {  // the B column of the min product: token tb + g, x sums of groups 2t, 2t + 1
+            srow[nt][0] = xsum + (long long)min(tb + g, mlast) * slices + 16 * sb0 + 4 * t;
+            srow[nt][1] = srow[nt][0];
+        } else {
+            srow[nt][0] = xsum + (long long)min(tc, mlast) * slices + 16 * sb0;
+            srow[nt][1] = xsum + (long long)min(tc + 1, mlast) * slices + 16 * sb0;
+        }
     }
     for (int sb = sb0; sb < sb1; sb++) {
         const int du = sb - sb0;
-        if (sb > sb0) F::load(tile + (long long)F::UNIT * sb, lane, raw);
+        typename F::Raw next;
+        if (MMA_PREFETCH) {
+            if (sb + 1 < sb1) F::load(tile + (long long)F::UNIT * (sb + 1), lane, next);
+        } else if (sb > sb0) {
+            F::load(tile + (long long)F::UNIT * sb, lane, raw);
+        }
         typename F::Scales scales;
         F::unpack(raw, scales);
 #pragma unroll
@@ -310,7 +371,7 @@ __device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int s
                 acc[nt][1] = fmaf(sg, P[1], acc[nt][1]);
                 acc[nt][2] = fmaf(s8, P[2], acc[nt][2]);
                 acc[nt][3] = fmaf(s8, P[3], acc[nt][3]);
-                if (F::HAS_MIN) {  // minus min * (sum of x over the group)
+                if (F::HAS_MIN && !MIN_BY_MMA) {  // minus min * (sum of x over the group)
                     const float2 v0 = *reinterpret_cast<const float2*>(srow[nt][0] + 16 * du + F::SPG * grp);
                     const float2 v1 = *reinterpret_cast<const float2*>(srow[nt][1] + 16 * du + F::SPG * grp);
                     const float X0 = v0.x + v0.y, X1 = v1.x + v1.y;
@@ -321,6 +382,8 @@ __device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int s
                 }
             }
         }
+        if constexpr (MIN_BY_MMA) min_by_mma<F, NT>(scales, srow, du, t, acc);
+        if (MMA_PREFETCH) raw = next;
     }
 }
 
@@ -328,87 +391,60 @@ __device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int s
 struct MmaShape {
     int n_in, m;        // K, and the tokens of the launch
     int n_tiles;        // 16-row tiles of (each) matrix
-    int blocks;         // B: blocks per tile (the cross-block K split); gridDim.x = n_tiles * B
+    int blocks;         // B: blocks per tile group (the K split); gridDim.x = ceil(n_tiles / TPB) * B
 };
 
-// The block: R matrices' tile `tile` over parts b*WPM .. b*WPM + WPM - 1, warps summed in order, then (B > 1)
-// the B block partials of the tile summed in order by the last block to finish. Leaves the tile's result in
-// out[r][tok - tok0][row] (shared, all NT*8 token columns) and returns true in the block that must run the
-// epilogue (false: another block of this tile will).
+// The block: tile group `group` (TPB = MMA_WARPS / R consecutive tiles of each of R matrices, one per warp) over
+// K part b of B (super-blocks [b*n_sb/B, (b+1)*n_sb/B)). All warps of a block walk the same K range, so the x
+// quads each loads are the ones its neighbours just loaded (L1 hits: x is read from L2 once per tile group, not
+// once per tile). With B > 1 each block leaves its partial sums in `scratch`, and the last block of the group to
+// finish (an atomic counter) sums the B partials in the order 0..B-1. Leaves warp w's tile in out[w][tok][row]
+// and returns true in the block that must run the epilogue (false: another block of this group will).
 template <class F, int NT, int R>
-__device__ __forceinline__ bool mma_tile(const uint8_t* const (&W)[R], int tile, int b, const MmaShape& sh,
-                                         const uint4* __restrict__ xs, const float* __restrict__ xsum,
-                                         float* __restrict__ scratch, int* __restrict__ counters,
-                                         float (&out)[R][NT * 8][16]) {
-    constexpr int WPM = MMA_WARPS / R, E = NT * 128;  // warps per matrix, fragment floats per matrix
-    __shared__ float red[MMA_WARPS][E];
+__device__ __forceinline__ bool mma_group(const uint8_t* const (&W)[R], int group, int b, const MmaShape& sh,
+                                          const uint4* __restrict__ xs, const float* __restrict__ xsum,
+                                          float* __restrict__ scratch, int* __restrict__ counters,
+                                          float (&out)[MMA_WARPS][NT * 8][16]) {
+    constexpr int TPB = MMA_WARPS / R, E = NT * 128;  // tiles per block per matrix, fragment floats per warp
     __shared__ int last;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int r = warp / WPM, part = b * WPM + warp % WPM, n_parts = sh.blocks * WPM, n_sb = sh.n_in >> 8;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_sb = sh.n_in >> 8;
+    const int tile = group * TPB + warp % TPB;
+    const bool real = tile < sh.n_tiles;  // a group's last tiles may be past the matrix: computed nothing
     const int tok0 = blockIdx.y * NT * 8;
     float acc[NT][4];
-    mma_warp<F, NT>(W[r] + (long long)F::UNIT * n_sb * tile, part * n_sb / n_parts, (part + 1) * n_sb / n_parts,
-                    xs, xsum, sh.n_in, tok0, sh.m, acc);
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) red[warp][(nt * 4 + i) * 32 + lane] = acc[nt][i];
-    __syncthreads();
-    float v[R][(E + MMA_THREADS - 1) / MMA_THREADS];  // this thread's elements e = threadIdx.x + k*MMA_THREADS
-#pragma unroll
-    for (int rr = 0; rr < R; rr++)
-#pragma unroll
-        for (int k = 0; k * MMA_THREADS < E; k++) {
-            const int e = threadIdx.x + k * MMA_THREADS;
-            float s = 0.0f;
-            if (e < E) {
-                s = red[rr * WPM][e];
-#pragma unroll
-                for (int w = 1; w < WPM; w++) s += red[rr * WPM + w][e];
-            }
-            v[rr][k] = s;
-        }
+    mma_warp<F, NT>(W[warp / TPB] + (long long)F::UNIT * n_sb * min(tile, sh.n_tiles - 1),
+                    real ? b * n_sb / sh.blocks : 0, real ? (b + 1) * n_sb / sh.blocks : 0, xs, xsum, sh.n_in, tok0,
+                    sh.m, acc);
     if (sh.blocks > 1) {
-        const long long slot = (long long)blockIdx.y * sh.n_tiles + tile;
-        float* mine = scratch + (slot * sh.blocks + b) * (R * E);
+        const long long slot = (long long)blockIdx.y * gridDim.x / sh.blocks + group;
+        float* mine = scratch + (slot * sh.blocks + b) * (MMA_WARPS * E) + warp * E + lane;
 #pragma unroll
-        for (int rr = 0; rr < R; rr++)
+        for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-            for (int k = 0; k * MMA_THREADS < E; k++) {
-                const int e = threadIdx.x + k * MMA_THREADS;
-                if (e < E) mine[rr * E + e] = v[rr][k];
-            }
+            for (int i = 0; i < 4; i++) mine[(nt * 4 + i) * 32] = acc[nt][i];
         __threadfence();
         __syncthreads();
         if (threadIdx.x == 0) last = atomicAdd(counters + slot, 1) == sh.blocks - 1;
         __syncthreads();
         if (!last) return false;
         __threadfence();
+        const float* base = scratch + slot * sh.blocks * (MMA_WARPS * E) + warp * E + lane;
 #pragma unroll
-        for (int rr = 0; rr < R; rr++)
+        for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-            for (int k = 0; k * MMA_THREADS < E; k++) {
-                const int e = threadIdx.x + k * MMA_THREADS;
-                float s = 0.0f;
-                if (e < E) {
-                    const float* base = scratch + slot * sh.blocks * (R * E) + rr * E + e;
-                    s = __ldcg(base);
-                    for (int bb = 1; bb < sh.blocks; bb++) s += __ldcg(base + bb * (R * E));
-                }
-                v[rr][k] = s;
+            for (int i = 0; i < 4; i++) {
+                const float* p = base + (nt * 4 + i) * 32;
+                float s = __ldcg(p);
+                for (int bb = 1; bb < sh.blocks; bb++) s += __ldcg(p + bb * (MMA_WARPS * E));
+                acc[nt][i] = s;
             }
         if (threadIdx.x == 0) counters[slot] = 0;  // ready for the next launch (graph replays reuse it)
     }
+    const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int rr = 0; rr < R; rr++)
+    for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-        for (int k = 0; k * MMA_THREADS < E; k++) {
-            const int e = threadIdx.x + k * MMA_THREADS;
-            if (e < E) {  // fragment element e = (nt*4 + i)*32 + lane'
-                const int ln = e & 31, i = (e >> 5) & 3, nt = e >> 7;
-                out[rr][8 * nt + 2 * (ln & 3) + (i & 1)][(ln >> 2) + 8 * (i >> 1)] = v[rr][k];
-            }
-        }
+        for (int i = 0; i < 4; i++) out[warp][8 * nt + 2 * t + (i & 1)][g + 8 * (i >> 1)] = acc[nt][i];
     __syncthreads();
     return true;
 }
@@ -424,25 +460,26 @@ struct Segments {
 template <class F, int NT>
 __device__ __forceinline__ void mma_gemv_body(const uint8_t* W, const uint4* xs, const float* xsum, const Segments& seg,
                                               const MmaShape& sh, float* scratch, int* counters) {
-    __shared__ float out[1][NT * 8][16];
+    __shared__ float out[MMA_WARPS][NT * 8][16];
     pdl_launch_dependents();
-    const int tile = blockIdx.x / sh.blocks, b = blockIdx.x % sh.blocks;
+    const int group = blockIdx.x / sh.blocks, b = blockIdx.x % sh.blocks;
     const uint8_t* Ws[1] = {W};
-    if (!mma_tile<F, NT, 1>(Ws, tile, b, sh, xs, xsum, scratch, counters, out)) return;
-    int s = 0, t0 = 0;  // the segment holding this tile
+    if (!mma_group<F, NT, 1>(Ws, group, b, sh, xs, xsum, scratch, counters, out)) return;
+    const int tok0 = blockIdx.y * NT * 8;
+    for (int e = threadIdx.x; e < MMA_WARPS * NT * 8 * 16; e += MMA_THREADS) {
+        const int w = e / (NT * 128), tok = (e >> 4) % (NT * 8), rr = e & 15, tile = group * MMA_WARPS + w;
+        if (tile >= sh.n_tiles || tok0 + tok >= sh.m) continue;
+        int s = 0, t0 = 0;  // the segment holding this tile
 #pragma unroll
-    for (int k = 0; k < 3; k++) {
-        const int nt = (seg.n[s] + 15) >> 4;
-        if (tile >= t0 + nt) { t0 += nt; s++; }
-    }
-    const int tok0 = blockIdx.y * NT * 8, rows = seg.n[s];
-    float* y = seg.y[s];
-    const float* res = s == 0 ? seg.res : nullptr;
-    for (int e = threadIdx.x; e < NT * 8 * 16; e += MMA_THREADS) {
-        const int tok = e >> 4, rr = e & 15, row = 16 * (tile - t0) + rr;
-        if (tok0 + tok >= sh.m || row >= rows) continue;
+        for (int k = 0; k < 3; k++) {
+            const int n = (seg.n[s] + 15) >> 4;
+            if (tile >= t0 + n) { t0 += n; s++; }
+        }
+        const int rows = seg.n[s], row = 16 * (tile - t0) + rr;
+        if (row >= rows) continue;
+        float* y = s == 0 ? seg.y[0] : s == 1 ? seg.y[1] : s == 2 ? seg.y[2] : seg.y[3];
         const long long o = (long long)(tok0 + tok) * rows + row;
-        y[o] = res ? res[o] + out[0][tok][rr] : out[0][tok][rr];
+        y[o] = (s == 0 && seg.res) ? seg.res[o] + out[w][tok][rr] : out[w][tok][rr];
     }
 }
 
@@ -452,25 +489,26 @@ template <class F, int NT>
 __device__ __forceinline__ void mma_swiglu_body(const uint8_t* Wg, const uint8_t* Wu, const uint4* xs, const float* xsum,
                                                 uint4* act, float* act_sum, int n_ff, const MmaShape& sh,
                                                 float* scratch, int* counters) {
-    __shared__ float out[2][NT * 8][16];
+    constexpr int TPB = MMA_WARPS / 2;  // warps 0..3: gate tiles, 4..7: the same tiles of up
+    __shared__ float out[MMA_WARPS][NT * 8][16];
     pdl_launch_dependents();
-    const int tile = blockIdx.x / sh.blocks, b = blockIdx.x % sh.blocks;
+    const int group = blockIdx.x / sh.blocks, b = blockIdx.x % sh.blocks;
     const uint8_t* Ws[2] = {Wg, Wu};
-    if (!mma_tile<F, NT, 2>(Ws, tile, b, sh, xs, xsum, scratch, counters, out)) return;
+    if (!mma_group<F, NT, 2>(Ws, group, b, sh, xs, xsum, scratch, counters, out)) return;
     const int tok0 = blockIdx.y * NT * 8;
-    // 4 quads per token; NT*8 tokens -> NT*32 threads: quads 4j..4j+3 of one slice in 4 consecutive lanes.
-    for (int e = threadIdx.x; e < NT * 32; e += MMA_THREADS) {
-        const int tok = e >> 2, q = e & 3;
+    // Per tile 4 quads per token: TPB * NT*8 * 4 threads, quads 4j..4j+3 of one slice in 4 consecutive lanes.
+    for (int e = threadIdx.x; e < TPB * NT * 32; e += MMA_THREADS) {
+        const int w = e / (NT * 32), tok = (e >> 2) % (NT * 8), q = e & 3, tile = group * TPB + w;
         float4 v;
         float* vp = &v.x;
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            const float gt = out[0][tok][4 * q + i], up = out[1][tok][4 * q + i];
+            const float gt = out[w][tok][4 * q + i], up = out[TPB + w][tok][4 * q + i];
             vp[i] = gt / (1.0f + expf(-gt)) * up;
         }
-        const bool active = tok0 + tok < sh.m;
-        const long long row = tok0 + tok;
-        store_split(act + row * (n_ff >> 2), act_sum + row * (n_ff >> 4), 4 * tile + q, active, v);
+        const bool active = tok0 + tok < sh.m && tile < sh.n_tiles;
+        const long long row = min(tok0 + tok, sh.m - 1);
+        store_split(act + row * (n_ff >> 2), act_sum + row * (n_ff >> 4), 4 * min(tile, sh.n_tiles - 1) + q, active, v);
     }
 }
 

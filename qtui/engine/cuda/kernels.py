@@ -29,17 +29,17 @@ MMA_WARPS = 8  # ptx/mma.cuh: warps per block, each a K part
 MMA_THREADS = 32 * MMA_WARPS
 MMA_TOKEN_TILES = (1, 2, 4, 8)  # NT instantiations: 8*NT tokens per pass
 MAX_PASS_TOKENS = 8 * MMA_TOKEN_TILES[-1]  # tokens one pass of a tensor-core GEMV holds (64)
-# Blocks a tensor-core GEMV aims for (4 per SM on the 132-SM H200): matrices with fewer 16-row tiles split K
-# across blocks. A constant, not read from the device, so the arithmetic is the same on every GPU.
-MMA_TARGET_BLOCKS = 4 * 132
+# Blocks a tensor-core GEMV aims for (3 resident per SM at NT = 1 on the 132-SM H200): matrices with fewer tile
+# groups split K across blocks. A constant, not read from the device, so the arithmetic is the same on every GPU.
+MMA_TARGET_BLOCKS = 3 * 132
 FMA_BUCKETS = (1, 2, 4, 8, 16)  # the M instantiations of the float-type FMA kernels (ptx/gemv.cuh)
 GEMV_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_k", "q5_k", "q6_k")
 MMA_TYPES = TILED_TYPES  # integer quants: tensor cores over the repacked tiles (ptx/mma.cuh)
 # Bytes per 256 values in each type's raw GGUF rows.
 UNIT_BYTES = {"f32": 1024, "f16": 512, "bf16": 512, "q8_0": 272, "q4_k": 144, "q5_k": 176, "q6_k": 210}
-# Split-K partials and the per-tile arrival counters of the tensor-core GEMVs (shared by every GEMV of a step:
-# they run one after another). 64 MiB of partials covers a 256-token chunk of every shape used.
-SCRATCH_BYTES = 64 << 20
+# Split-K partials and the per-group arrival counters of the tensor-core GEMVs (shared by every GEMV of a step:
+# they run one after another). 192 MiB of partials covers a 256-token chunk of every shape used.
+SCRATCH_BYTES = 192 << 20
 MAX_COUNTERS = 1 << 16
 
 
@@ -66,14 +66,18 @@ def mma_token_tiles(m: int) -> int:
     return next((nt for nt in MMA_TOKEN_TILES if 8 * nt >= m), MMA_TOKEN_TILES[-1])
 
 
-def mma_blocks_per_tile(tiles: int, n_sb: int, matrices: int = 1) -> int:
-    """B: blocks sharing one 16-row tile (its K cut into B * 8/matrices contiguous parts, summed in a fixed
-    order). A function of the matrix SHAPE only, never of m: that is what keeps every row count and every
-    prefill chunk bitwise equal (DESIGN invariants 1 and 7)."""
-    if tiles >= MMA_TARGET_BLOCKS:
+def mma_groups(tiles: int, matrices: int = 1) -> int:
+    """Tile groups of a tensor-core launch: one block holds MMA_WARPS / matrices tiles (a warp each)."""
+    return -(-tiles // (MMA_WARPS // matrices))
+
+
+def mma_blocks_per_group(groups: int, n_sb: int) -> int:
+    """B: blocks sharing one tile group (its K cut into B contiguous parts, summed in the order 0..B-1). A
+    function of the matrix SHAPE only, never of m: that is what keeps every row count and every prefill chunk
+    bitwise equal (DESIGN invariants 1 and 7)."""
+    if groups >= MMA_TARGET_BLOCKS:
         return 1
-    want = -(-MMA_TARGET_BLOCKS // tiles)
-    return max(1, min(want, n_sb))  # at most one block per super-block column
+    return max(1, min(-(-MMA_TARGET_BLOCKS // groups), n_sb))  # at most one block per super-block column
 
 
 def qtype_name(qtype: Any) -> str:
@@ -129,14 +133,15 @@ class KernelTable:
         if qtype in MMA_TYPES:
             nt = mma_token_tiles(m)
             tiles = sum(n_tiles(n) for _, n in outputs)
-            blocks = mma_blocks_per_tile(tiles, n_in // 256)
+            groups = mma_groups(tiles)
+            blocks = mma_blocks_per_group(groups, n_in // 256)
             passes = -(-m // (8 * nt))
-            self._check_scratch(passes, tiles, blocks, 1, nt)
+            self._check_scratch(passes, groups, blocks, nt)
             args = [(w, P), (x.xs, P), (x.xsum, P), (res, P)]
             for y, n in outs:
                 args += [(y, P), (n, I32)]
             args += [(n_in, I32), (m, I32), (tiles, I32), (blocks, I32), (self.scratch, P), (self.counters, P)]
-            return self._site(f"gemv_{qtype}", f"mma_gemv_{qtype}_n{nt}", (tiles * blocks, passes, 1), MMA_THREADS,
+            return self._site(f"gemv_{qtype}", f"mma_gemv_{qtype}_n{nt}", (groups * blocks, passes, 1), MMA_THREADS,
                               args)
         return self._fma_gemv(qtype, w, x, outputs, m, res)
 
@@ -158,18 +163,19 @@ class KernelTable:
     def swiglu_gemv(self, *, qtype: str, w_gate: int, w_up: int, x: Split, act: Split, m: int) -> Kernel:
         """act[m] = split(silu(x @ Wg^T) * (x @ Wu^T)) for gate and up of one tiled type (n_ff = act.n)."""
         assert qtype in MMA_TYPES and act.n % 16 == 0
-        nt, tiles = mma_token_tiles(m), n_tiles(act.n)
-        blocks, passes = mma_blocks_per_tile(tiles, x.n // 256, 2), -(-m // (8 * nt))
-        self._check_scratch(passes, tiles, blocks, 2, nt)
+        nt, groups = mma_token_tiles(m), mma_groups(n_tiles(act.n), 2)
+        blocks, passes = mma_blocks_per_group(groups, x.n // 256), -(-m // (8 * nt))
+        self._check_scratch(passes, groups, blocks, nt)
         args = [(w_gate, P), (w_up, P), (x.xs, P), (x.xsum, P), (act.xs, P), (act.xsum, P), (act.n, I32),
                 (x.n, I32), (m, I32), (blocks, I32), (self.scratch, P), (self.counters, P)]
-        return self._site(f"gemv_{qtype}", f"mma_swiglu_{qtype}_n{nt}", (tiles * blocks, passes, 1), MMA_THREADS,
+        return self._site(f"gemv_{qtype}", f"mma_swiglu_{qtype}_n{nt}", (groups * blocks, passes, 1), MMA_THREADS,
                           args)
 
-    def _check_scratch(self, passes: int, tiles: int, blocks: int, matrices: int, nt: int) -> None:
-        if blocks > 1:
-            assert passes * tiles <= MAX_COUNTERS, (passes, tiles)
-            assert passes * tiles * blocks * matrices * nt * 128 * 4 <= SCRATCH_BYTES, (passes, tiles, blocks, nt)
+    def _check_scratch(self, passes: int, groups: int, blocks: int, nt: int) -> None:
+        if blocks > 1:  # partials: [pass][group][block][warp][NT*128] floats
+            assert passes * groups <= MAX_COUNTERS, (passes, groups)
+            need = passes * groups * blocks * MMA_WARPS * nt * 128 * 4
+            assert need <= SCRATCH_BYTES, (passes, groups, blocks, nt, need)
 
     def embed(self, *, qtype: str, m: int, table: int, tokens: int, out: int, n_embd: int) -> Kernel:
         """out[m][n_embd] float32 = dequantized rows tokens[0..m) of the table (tiled for the integer quants).

@@ -9,7 +9,8 @@ import pytest
 
 from qtui.engine.cuda import driver as drv
 from qtui.engine.cuda.kernels import (FMA_BUCKETS, MAX_PASS_TOKENS, MMA_TARGET_BLOCKS, MMA_TYPES, UNIT_BYTES,
-                                     KernelTable, Split, fma_bucket, mma_blocks_per_tile, mma_token_tiles, qtype_name)
+                                     KernelTable, Split, fma_bucket, mma_blocks_per_group, mma_groups, mma_token_tiles,
+                                     qtype_name)
 from qtui.errors import CudaError, EngineUnavailable
 
 
@@ -58,13 +59,14 @@ def test_mma_token_tiles_cover_m_with_fewest_tiles_then_64_token_passes():
 
 
 def test_k_split_depends_on_the_shape_only_and_fills_the_gpu():
-    """B (blocks per 16-row tile) is a function of (tiles, super-blocks, matrices): the same for every m, so
-    every row count computes each column with one fixed sum order (DESIGN invariant 7)."""
-    for tiles, n_sb in ((160, 36), (160, 16), (64, 14), (772, 10), (15520, 10), (1, 1), (3, 40)):
-        b = mma_blocks_per_tile(tiles, n_sb)
+    """B (blocks per tile group) is a function of (groups, super-blocks): the same for every m, so every row
+    count computes each column with one fixed sum order (DESIGN invariant 7)."""
+    assert [mma_groups(t) for t in (1, 8, 9, 160)] == [1, 1, 2, 20] and mma_groups(9, 2) == 3
+    for groups, n_sb in ((20, 36), (20, 16), (8, 14), (97, 10), (1940, 10), (1, 1), (1, 40)):
+        b = mma_blocks_per_group(groups, n_sb)
         assert 1 <= b <= n_sb
-        assert b == 1 or tiles * b >= MMA_TARGET_BLOCKS or b == n_sb
-        assert tiles >= MMA_TARGET_BLOCKS or tiles * b >= min(MMA_TARGET_BLOCKS, tiles * n_sb)
+        assert b == 1 or groups * b >= MMA_TARGET_BLOCKS or b == n_sb
+        assert groups >= MMA_TARGET_BLOCKS or groups * b >= min(MMA_TARGET_BLOCKS, groups * n_sb)
 
 
 def test_gemv_sites_choose_kernels_by_type_and_rows():
@@ -78,9 +80,9 @@ def test_gemv_sites_choose_kernels_by_type_and_rows():
             k = kt.gemv(qtype=qtype, w=1, x=x, outputs=[(3, 2560)], m=m, res=3)
             assert k.name == f"mma_gemv_{qtype}_n{nt}" and k.grid[1] == passes and k.block == 256 and k.pdl
             grids.add(k.grid[0])
-        assert grids == {160 * mma_blocks_per_tile(160, 36)}
+        assert grids == {20 * mma_blocks_per_group(20, 36)}
         k = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=3)
-        assert k.name == f"mma_swiglu_{qtype}_n1" and k.grid == (576, 1, 1)
+        assert k.name == f"mma_swiglu_{qtype}_n1" and k.grid == (144 * mma_blocks_per_group(144, 10), 1, 1)
     k = kt.gemv(qtype="f16", w=1, x=Split(1, 2, 512), outputs=[(3, 40)], m=40, res=0)
     assert k.name == "gemv_f16_m16" and k.grid == (10, 3, 1) and k.block == 128
     assert not kt.embed(qtype="q6_k", m=2, table=1, tokens=2, out=3, n_embd=256).pdl  # a step's first kernel
