@@ -29,6 +29,7 @@ extern "C" __global__ void conv_step_silu(const float* __restrict__ x, const flo
     float buf[MAX_CONV];
 #pragma unroll
     for (int j = 0; j < MAX_CONV; j++) buf[j] = j < K - 1 ? st[(long long)j * C] : 0.0f;
+#pragma unroll 4  // a prefill chunk's rows: independent loads in flight, the window carried in registers
     for (int r = r0; r < r0 + rows_per_run; r++) {
         const float xv = x[(long long)r * C + c];
         float acc = 0.0f;
@@ -56,13 +57,32 @@ extern "C" __global__ void conv_step_silu(const float* __restrict__ x, const flo
 // One delta-rule step for one (value head h, run of rows), fused with the gated RMSNorm of its output, which is
 // written in the split format (split.cuh) for the ssm_out GEMV.
 // 4*DK threads: thread t owns column j = t % DK of S, rows [g*DK/4, (g+1)*DK/4) for g = t / DK, in registers
-// for the whole run (loaded before the first row, stored after the last);
-// the four partial sums over rows are added in the fixed order g = 0, 1, 2, 3.
-// q, k are the l2-normalised k-head h % H_k (GGUF tiled layout); q is also scaled by 1/sqrt(d_k).
-// g = softplus(a + dt_bias) * ssm_a, beta = sigmoid(b).
+// for the whole run (loaded before the first row, stored after the last); the four partial sums over rows are
+// added in the fixed order g = 0, 1, 2, 3. q, k are the l2-normalised k-head h % H_k (GGUF tiled layout); q is
+// also scaled by 1/sqrt(d_k). g = softplus(a + dt_bias) * ssm_a, beta = sigmoid(b).
+// A run is a sequential chain of rows (a prefill chunk), so each row costs its latency: the next row's inputs
+// are loaded while this one computes, and the sums of squares are warp sums plus one barrier (6 per row).
 //   conv_out: [m][2*H_k*DK + H_v*DK] = [q | k | v]; a, b: [m][H_v]; z: [m][H_v][DK]; norm_w: [DK];
 //   out: split quads [m][H_v*DK/4], out_sum: [m][H_v*DK/16].
 // Grid (H_v, m / rows_per_run).
+template <int DK>
+struct DeltaRow {  // one thread's inputs of one row
+    float qk;  // t < DK: q[t]; DK <= t < 2DK: k[t - DK]
+    float v, a, b, z;
+};
+
+template <int DK>
+__device__ __forceinline__ void delta_load(const float* __restrict__ conv_out, const float* __restrict__ a,
+                                           const float* __restrict__ b, const float* __restrict__ z, int r, int h,
+                                           int kh, int H_k, int H_v, int t, int j, DeltaRow<DK>& d) {
+    const float* row = conv_out + (long long)r * (2 * H_k + H_v) * DK;
+    d.qk = t < DK ? row[kh * DK + t] : t < 2 * DK ? row[(long long)H_k * DK + kh * DK + t - DK] : 0.0f;
+    d.v = row[(long long)2 * H_k * DK + h * DK + j];
+    d.a = a[(long long)r * H_v + h];
+    d.b = b[(long long)r * H_v + h];
+    d.z = t < DK ? z[((long long)r * H_v + h) * DK + j] : 0.0f;
+}
+
 template <int DK>
 __device__ __forceinline__ void delta_body(const float* __restrict__ conv_out, const float* __restrict__ a,
                                            const float* __restrict__ b, const float* __restrict__ ssm_a,
@@ -71,37 +91,39 @@ __device__ __forceinline__ void delta_body(const float* __restrict__ conv_out, c
                                            const float* __restrict__ z, const float* __restrict__ norm_w,
                                            uint4* __restrict__ out, float* __restrict__ out_sum, int H_k, int H_v,
                                            float eps, int rows_per_run) {
-    constexpr int ROWS = DK / 4;
-    __shared__ float scratch[33];
-    __shared__ float qs[DK], ks[DK], part_kv[4][DK], part_o[4][DK];
+    constexpr int ROWS = DK / 4, W = DK / 32;  // S rows per thread, warps holding q (and as many holding k)
+    __shared__ float qs[DK], ks[DK], part_kv[4][DK], part_o[4][DK], red[3][W];
     __shared__ __align__(16) float ov[DK];  // read back as float4 quads
     pdl_enter();
     const int h = blockIdx.x, r0 = blockIdx.y * rows_per_run, t = threadIdx.x, j = t % DK, g = t / DK;
-    const int kh = h % H_k;
-    const long long C = (long long)(2 * H_k + H_v) * DK;
+    const int lane = t & 31, warp = t >> 5, kh = h % H_k;
     float* Sh = S + slot_stride * slots[r0] + (long long)h * DK * DK + (long long)g * ROWS * DK + j;
     const float* kg = ks + g * ROWS;
     const float* qg = qs + g * ROWS;
+    const float dtb = dt_bias[h], A = ssm_a[h], nw = norm_w[j];
     float s[ROWS];
 #pragma unroll
     for (int i = 0; i < ROWS; i++) s[i] = Sh[i * DK];
+    DeltaRow<DK> cur, nxt;
+    delta_load<DK>(conv_out, a, b, z, r0, h, kh, H_k, H_v, t, j, cur);
     for (int r = r0; r < r0 + rows_per_run; r++) {
-        if (r > r0) __syncthreads();  // the previous row's readers of qs/ks/part_* are done before they change
-        const float* row = conv_out + r * C;
-        const float qv = t < DK ? row[kh * DK + t] : 0.0f;
-        const float kv = t < DK ? row[(long long)H_k * DK + kh * DK + t] : 0.0f;
-        const float qss = block_sum(qv * qv, scratch);
-        const float kss = block_sum(kv * kv, scratch);
-        if (t < DK) {
-            qs[t] = qv / sqrtf(qss + 1e-6f) / sqrtf((float)DK);
-            ks[t] = kv / sqrtf(kss + 1e-6f);
+        if (r + 1 < r0 + rows_per_run) delta_load<DK>(conv_out, a, b, z, r + 1, h, kh, H_k, H_v, t, j, nxt);
+        // l2 norms of q and k: warp sums, then the W partials of each in order
+        const float sq = warp_sum(cur.qk * cur.qk);
+        if (lane == 0 && warp < 2 * W) red[warp / W][warp % W] = sq;
+        __syncthreads();
+        if (t < 2 * DK) {
+            float ss = red[t / DK][0];
+#pragma unroll
+            for (int w = 1; w < W; w++) ss += red[t / DK][w];
+            if (t < DK) qs[t] = cur.qk / sqrtf(ss + 1e-6f) / sqrtf((float)DK);
+            else ks[t - DK] = cur.qk / sqrtf(ss + 1e-6f);
         }
         __syncthreads();
-        const float x = a[r * H_v + h] + dt_bias[h];
+        const float x = cur.a + dtb;
         const float sp = x > 20.0f ? x : log1pf(expf(x));
-        const float decay = expf(sp * ssm_a[h]);
-        const float beta = 1.0f / (1.0f + expf(-b[r * H_v + h]));
-        const float v = row[(long long)2 * H_k * DK + h * DK + j];
+        const float decay = expf(sp * A);
+        const float beta = 1.0f / (1.0f + expf(-cur.b));
         float kv_part = 0.0f;
 #pragma unroll
         for (int i = 0; i < ROWS; i++) {
@@ -111,7 +133,7 @@ __device__ __forceinline__ void delta_body(const float* __restrict__ conv_out, c
         part_kv[g][j] = kv_part;
         __syncthreads();
         const float kv_mem = ((part_kv[0][j] + part_kv[1][j]) + part_kv[2][j]) + part_kv[3][j];
-        const float delta = (v - kv_mem) * beta;
+        const float delta = (cur.v - kv_mem) * beta;
         float o_part = 0.0f;
 #pragma unroll
         for (int i = 0; i < ROWS; i++) {
@@ -120,11 +142,16 @@ __device__ __forceinline__ void delta_body(const float* __restrict__ conv_out, c
         }
         part_o[g][j] = o_part;
         __syncthreads();
+        // gated RMSNorm over the head's DK outputs (threads t < DK: warps 0..W-1)
         const float o = ((part_o[0][j] + part_o[1][j]) + part_o[2][j]) + part_o[3][j];
-        const float ss = block_sum(g == 0 ? o * o : 0.0f, scratch);
-        if (g == 0) {
-            const long long i = ((long long)r * H_v + h) * DK + j;
-            ov[j] = o / sqrtf(ss / (float)DK + eps) * norm_w[j] * silu(z[i]);
+        const float oo = warp_sum(t < DK ? o * o : 0.0f);
+        if (lane == 0 && warp < W) red[2][warp] = oo;
+        __syncthreads();
+        if (t < DK) {
+            float ss = red[2][0];
+#pragma unroll
+            for (int w = 1; w < W; w++) ss += red[2][w];
+            ov[j] = o / sqrtf(ss / (float)DK + eps) * nw * silu(cur.z);
         }
         __syncthreads();
         if (t < 32) {  // warp 0 packs the head's DK values: quad t of the head, slices of 4 lanes
@@ -133,6 +160,7 @@ __device__ __forceinline__ void delta_body(const float* __restrict__ conv_out, c
             store_split(out + (long long)r * (H_v * DK / 4), out_sum + (long long)r * (H_v * DK / 16), h * (DK / 4) + t,
                         active, v);
         }
+        cur = nxt;
     }
 #pragma unroll
     for (int i = 0; i < ROWS; i++) Sh[i * DK] = s[i];
