@@ -85,17 +85,26 @@ def _prompt(rng: np.random.Generator, n_vocab: int, n: int) -> list[int]:
     return rng.integers(0, n_vocab, n).tolist()
 
 
-def ladder_rung(engine: Any, c: int, steps: int, rng: np.random.Generator) -> dict[str, float]:
-    """c slots decoded together for `steps` steps after warm-up; aggregate and per-request speed."""
+def ladder_rung(engine: Any, c: int, steps: int, rng: np.random.Generator, sampled: bool = False,
+                ) -> dict[str, float]:
+    """c slots decoded together for `steps` steps after warm-up; aggregate and per-request speed. sampled: every
+    row samples (temperature 0.8, top_p 0.95, its own seed) instead of the greedy argmax."""
+    from qtui.engine.sampling import SamplingParams
+
     n_vocab = engine.config.n_vocab
     slots = [engine.alloc_slot() for _ in range(c)]
     toks = [engine.prefill(s, _prompt(rng, n_vocab, 16)) for s in slots]
+    sampling = [SamplingParams(temperature=0.8, top_p=0.95, seed=i) for i in range(c)] if sampled else None
+
+    def step(toks: list[int]) -> list[int]:
+        return engine.decode(slots, toks, sampling) if sampled else engine.decode(slots, toks)
+
     for _ in range(4):  # warm-up: graph capture for m = c
-        toks = engine.decode(slots, toks)
+        toks = step(toks)
     host = []
     t0 = time.perf_counter()
     for _ in range(steps):
-        toks = engine.decode(slots, toks)
+        toks = step(toks)
         host.append(getattr(engine, "last_host_us", float("nan")))
     dt = time.perf_counter() - t0
     for s in slots:
@@ -203,12 +212,16 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     single = ladder[0] if rungs[0] == 1 else ladder_rung(engine, 1, args.steps, rng)
     prefill = prefill_rung(engine, args.prompt_len, rng)
     mixed = mixed_rung(engine, max(rungs), long_prompt, args.steps, rng) if long_prompt > 0 else None
+    c_sampled = min(16, max(rungs))
+    sampled = {"c": c_sampled, "greedy": next((r for r in ladder if r["c"] == c_sampled), None)
+               or ladder_rung(engine, c_sampled, args.steps, rng),
+               "sampled": ladder_rung(engine, c_sampled, args.steps, rng, sampled=True)}
     profile = {m: profile_step(engine, m) for m in (1, max(rungs))} if args.profile and cuda else {}
     return {"profile": profile,
         "model": str(args.model), "engine": engine.describe(), "read_bandwidth_B_s": read_bw,
         "copy_bandwidth_B_s": copy_bw, "weight_bytes_per_token": per_token, "floor_tok_s": floor_tok_s,
         "decode_tok_s": single["aggregate_tok_s"], "pct_of_floor": 100 * single["aggregate_tok_s"] / floor_tok_s,
-        "ladder": ladder, "prefill": prefill, "mixed": mixed,
+        "ladder": ladder, "prefill": prefill, "mixed": mixed, "sampling": sampled,
     }
 
 
@@ -229,6 +242,11 @@ def format_table(r: dict[str, Any]) -> str:
                      f"{row['step_ms']:9.3f} {row['host_us_per_step']:13.1f} {row['aggregate_tok_s'] / base:6.2f}")
     p = r["prefill"]
     lines += ["", f"prefill {p['prompt_tokens']} tokens: TTFT {p['ttft_ms']:.1f} ms, {p['prefill_tok_s']:.1f} tok/s"]
+    sm = r.get("sampling")
+    if sm:
+        g, s_ = sm["greedy"]["aggregate_tok_s"], sm["sampled"]["aggregate_tok_s"]
+        lines.append(f"c={sm['c']} sampled (temperature 0.8, top_p 0.95): {s_:.1f} tok/s vs greedy {g:.1f} = "
+                     f"{100 * s_ / g:.0f}%")
     mx = r.get("mixed")
     if mx:
         lines.append(f"{mx['c']} slots decoding while a {mx['prompt_tokens']}-token prompt is admitted "
