@@ -31,18 +31,20 @@
 
 #define MMA_WARPS 8
 #define MMA_THREADS (32 * MMA_WARPS)
-// Resident blocks per SM asked of ptxas (caps registers: 3 -> 80, 2 -> 128, 1 -> 255 per thread): the most
-// that keeps the K loop free of spills (SASS checked with cuobjdump; 4 blocks spill at NT = 1).
-// MMA_MIN_MMA: the Q4_K/Q5_K min term by one tensor-core product per unit (k_min_pair) instead of four FMAs
-// per scale group. MMA_PREFETCH: load the next unit's weights before computing the current one.
+// MMA_MIN_MMA: the Q4_K/Q5_K min term by one tensor-core product per unit (k_min_pair) instead of four FMAs per
+// scale group (measured on the H200: 455 vs 548 instructions per Q4_K unit, up to 1.35x at m = 16).
+// MMA_PREFETCH_NT: token tiles up to which the next unit's weights are loaded into registers before the current
+// unit is computed (m <= 8: the decode steps where a warp's units are few and each one's latency shows).
+// MMA_MIN_BLOCKS: resident blocks per SM asked of ptxas (2 -> 128 registers per thread; the K loop spills at most
+// a few words at NT = 8, and 16 warps per SM beat 8 there).
 #ifndef MMA_MIN_MMA
-#define MMA_MIN_MMA 0
+#define MMA_MIN_MMA 1
 #endif
-#ifndef MMA_PREFETCH
-#define MMA_PREFETCH 0
+#ifndef MMA_PREFETCH_NT
+#define MMA_PREFETCH_NT 1
 #endif
 #ifndef MMA_MIN_BLOCKS
-#define MMA_MIN_BLOCKS(NT) ((NT) == 1 ? 3 : (NT) <= 4 ? 2 : 1)
+#define MMA_MIN_BLOCKS(NT) 2
 #endif
 
 __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
@@ -285,6 +287,24 @@ struct TQ8_0 {
     }
 };
 
+// Ask L1 for the x quads (1 KB per token) and x sums (64 B) of super-block sb for this warp's token rows, so
+// that the loads of the unit's 8-16 scale groups hit L1 instead of each waiting on L2 in turn (lane 4g + t: row
+// g of each token tile, 256 bytes t of it).
+template <int NT>
+__device__ __forceinline__ void prefetch_x(const uint4* __restrict__ xs, const float* __restrict__ xsum, int quads,
+                                           int slices, int sb, int tok0, int m) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        const int tok = tok0 + 8 * nt + (lane >> 2);
+        if (tok >= m) continue;
+        const char* row = reinterpret_cast<const char*>(xs + (long long)tok * quads + 64 * sb) + 256 * (lane & 3);
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(row));
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(row + 128));
+        if ((lane & 3) == 0) asm volatile("prefetch.global.L1 [%0];" ::"l"(xsum + (long long)tok * slices + 16 * sb));
+    }
+}
+
 // acc -= dmin * sum_k m_k X_k for the unit: one MMA per x-sum term (hi, mid, lo) per token tile.
 template <class F, int NT>
 __device__ __forceinline__ void min_by_mma(const typename F::Scales& sc, const float* const (&srow)[NT][2], int du,
@@ -313,7 +333,7 @@ template <class F, int NT>
 __device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int sb0, int sb1,
                                          const uint4* __restrict__ xs, const float* __restrict__ xsum, int n_in,
                                          int tok0, int m, float (&acc)[NT][4]) {
-    constexpr bool MIN_BY_MMA = F::HAS_MIN && MMA_MIN_MMA;
+    constexpr bool MIN_BY_MMA = F::HAS_MIN && MMA_MIN_MMA, PREFETCH = NT <= MMA_PREFETCH_NT;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int quads = n_in >> 2, slices = n_in >> 4;
 #pragma unroll
@@ -323,6 +343,7 @@ __device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int s
     typename F::Raw raw;
     if (sb0 < sb1) F::load(tile + (long long)F::UNIT * sb0, lane, raw);
     pdl_wait();
+    if (sb0 < sb1) prefetch_x<NT>(xs, xsum, quads, slices, sb0, tok0, m);
     // Per token tile: the B-fragment row (token tok0 + 8nt + g) and the two x-sum rows (tokens tok0 + 8nt + 2t,
     // + 1) at super-block sb0. A token at or past m reads row m - 1 instead: its column is computed and never
     // stored, and no other column reads it (MMA columns are independent), so no zero-filling is needed.
@@ -344,11 +365,12 @@ __device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int s
     for (int sb = sb0; sb < sb1; sb++) {
         const int du = sb - sb0;
         typename F::Raw next;
-        if (MMA_PREFETCH) {
+        if (PREFETCH) {
             if (sb + 1 < sb1) F::load(tile + (long long)F::UNIT * (sb + 1), lane, next);
         } else if (sb > sb0) {
             F::load(tile + (long long)F::UNIT * sb, lane, raw);
         }
+        if (sb + 1 < sb1) prefetch_x<NT>(xs, xsum, quads, slices, sb + 1, tok0, m);
         typename F::Scales scales;
         F::unpack(raw, scales);
 #pragma unroll
@@ -383,7 +405,7 @@ __device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int s
             }
         }
         if constexpr (MIN_BY_MMA) min_by_mma<F, NT>(scales, srow, du, t, acc);
-        if (MMA_PREFETCH) raw = next;
+        if (PREFETCH) raw = next;
     }
 }
 
