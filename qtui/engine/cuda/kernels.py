@@ -41,6 +41,8 @@ UNIT_BYTES = {"f32": 1024, "f16": 512, "bf16": 512, "q8_0": 272, "q4_k": 144, "q
 # they run one after another). 192 MiB of partials covers a 256-token chunk of every shape used.
 SCRATCH_BYTES = 192 << 20
 MAX_COUNTERS = 1 << 16
+ARGMAX_PARTS = 32  # ptx/elementwise.cu: blocks per logits row
+ARGMAX_ROWS = 4096  # the last ARGMAX_ROWS counters belong to the argmax (the GEMVs use the first ones)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +175,7 @@ class KernelTable:
 
     def _check_scratch(self, passes: int, groups: int, blocks: int, nt: int) -> None:
         if blocks > 1:  # partials: [pass][group][block][warp][NT*128] floats
-            assert passes * groups <= MAX_COUNTERS, (passes, groups)
+            assert passes * groups <= MAX_COUNTERS - ARGMAX_ROWS, (passes, groups)
             need = passes * groups * blocks * MMA_WARPS * nt * 128 * 4
             assert need <= SCRATCH_BYTES, (passes, groups, blocks, nt, need)
 
@@ -214,8 +216,12 @@ class KernelTable:
                           [(buf, P), (nbytes // 16, I64), (out, P)], pdl=False)
 
     def argmax(self, *, m: int, logits: int, tokens: int, n: int) -> Kernel:
-        """tokens[m] = argmax of each logits row (ties -> lowest index). Grid (m), 1024 threads."""
-        return self._site("elementwise", "argmax_rows", (m, 1, 1), 1024, [(logits, P), (tokens, P), (n, I32)])
+        """tokens[m] = argmax of each logits row (ties -> lowest index). Grid (ARGMAX_PARTS, m), 1024 threads;
+        the parts' (value, index) pairs in the GEMV scratch (free by then), one counter per row."""
+        assert m <= ARGMAX_ROWS
+        counters = self.counters + 4 * (MAX_COUNTERS - ARGMAX_ROWS) if self.counters else 0
+        return self._site("elementwise", "argmax_rows", (ARGMAX_PARTS, m, 1), 1024,
+                          [(logits, P), (tokens, P), (n, I32), (self.scratch, P), (counters, P)])
 
     # --- attention (ptx/attention.cu) ---
     def qk_norm_rope_store(self, *, m: int, qg: int, kb: int, vb: int, q_norm: int, k_norm: int, q_out: int,

@@ -76,6 +76,7 @@ def test_every_ptx_entry_has_a_builder():
 @pytest.mark.parametrize("name,value,source", [("ATTN_PIECE", K.ATTN_PIECE, "attention.cu"),
                                                ("MAX_CONV", K.MAX_CONV, "deltanet.cu"),
                                                ("MMA_WARPS", K.MMA_WARPS, "mma.cuh"),
+                                               ("ARGMAX_PARTS", K.ARGMAX_PARTS, "elementwise.cu"),
                                                ("SAMPLE_THREADS", sampler.SAMPLE_THREADS, "sampling.cu"),
                                                ("MAX_TOP", sampler.MAX_TOP, "sampling.cu")])
 def test_shared_constants_agree_with_the_kernel_sources(name, value, source):
