@@ -46,6 +46,9 @@
 #ifndef MMA_MIN_BLOCKS
 #define MMA_MIN_BLOCKS(NT) 2
 #endif
+#ifndef MMA_PREFETCH_X  // 0: no L1 prefetch of the next super-block's activations (for comparison runs)
+#define MMA_PREFETCH_X 1
+#endif
 
 __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
     asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -294,6 +297,7 @@ template <int NT>
 __device__ __forceinline__ void prefetch_x(const uint4* __restrict__ xs, const float* __restrict__ xsum, int quads,
                                            int slices, int sb, int tok0, int m) {
     const int lane = threadIdx.x & 31;
+    if (!MMA_PREFETCH_X) return;
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) {
         const int tok = tok0 + 8 * nt + (lane >> 2);
