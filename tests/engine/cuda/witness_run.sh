@@ -14,6 +14,10 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 timeout ${T_TESTS:-200} python3 -m pytest -m gpu tests/engine/cuda -q -rA -p no:cacheprovider > "$W/gpu-tests.log" 2>&1
 tail -3 "$W/gpu-tests.log"
 timeout 90 python3 tests/engine/cuda/gemv_speed.py --json "$W/gemv-speed.json" > "$W/gemv-speed.txt" 2>&1
+for v in $VARIANTS; do  # comparison builds under .ptxvar/<v> (speed only)
+  QTUI_PTX_DIR=.ptxvar/$v timeout 90 python3 tests/engine/cuda/gemv_speed.py --json "$W/gemv-speed-$v.json" \
+    > "$W/gemv-speed-$v.txt" 2>&1
+done
 for preset in ${1:-4b 0.8b}; do
   python3 -m qtui make-model "/tmp/$preset.gguf" --preset "$preset" --quant q4_k_m --seed 0 > /dev/null
   timeout ${T_BENCH:-150} python3 -m qtui bench "/tmp/$preset.gguf" --engine cuda --json --profile \
@@ -23,5 +27,6 @@ for preset in ${1:-4b 0.8b}; do
 done
 OUT=$W bash tests/engine/cuda/ladder_run.sh "${2:-4b 0.8b}" > "$W/ladders.log" 2>&1
 tar -czf "$OUT/witness.tgz" -C /tmp witness
-cat "$W/gemv-speed.txt"; for f in "$W"/bench-*.txt "$W"/ladder-*.txt; do echo "== $f"; cat "$f"; done
+for f in "$W"/gemv-speed*.txt; do echo "== $f"; grep -E "^(gdn|attn|ffn|ssm|lm|stream)" "$f" | cut -c1-22,55-; done
+for f in "$W"/bench-*.txt "$W"/ladder-*.txt; do echo "== $f"; cat "$f"; done
 grep -E "passed|failed" "$W/gpu-tests.log" | tail -2
