@@ -46,8 +46,8 @@
 #ifndef MMA_MIN_BLOCKS
 #define MMA_MIN_BLOCKS(NT) 2
 #endif
-#ifndef MMA_PREFETCH_X  // 0: no L1 prefetch of the next super-block's activations (for comparison runs)
-#define MMA_PREFETCH_X 1
+#ifndef MMA_PREFETCH_X  // 1: prefetch the next super-block's activations into L1 (measured slower: off)
+#define MMA_PREFETCH_X 0
 #endif
 
 __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
@@ -290,9 +290,9 @@ struct TQ8_0 {
     }
 };
 
-// Ask L1 for the x quads (1 KB per token) and x sums (64 B) of super-block sb for this warp's token rows, so
-// that the loads of the unit's 8-16 scale groups hit L1 instead of each waiting on L2 in turn (lane 4g + t: row
-// g of each token tile, 256 bytes t of it).
+// Ask L1 for the x quads (1 KB per token) and x sums (64 B) of super-block sb for this warp's token rows (lane
+// 4g + t: row g of each token tile, 256 bytes t of it). Off by default: on the H200 it made every shape slower
+// (m = 16: 484 vs 652 GB/s on the 4b qkv; tests/witness/gpu-2026-12-03-gemv-speed-eff8c38*.txt).
 template <int NT>
 __device__ __forceinline__ void prefetch_x(const uint4* __restrict__ xs, const float* __restrict__ xsum, int quads,
                                            int slices, int sb, int tok0, int m) {
