@@ -38,6 +38,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
     ap.add_argument("--rows", default="1,16,64")
+    ap.add_argument("--only", help="matrix name substring (e.g. for one ncu profile)")
+    ap.add_argument("--eager", action="store_true", help="plain launches, 3 per row count (for ncu)")
     args = ap.parse_args()
     drv.primary_context()
     kt, stream = KernelTable(), drv.new_stream()
@@ -45,6 +47,8 @@ def main() -> int:
     read_bw = read_bandwidth()
     rows = []
     for name, qtype, outs, n_in, kind in SHAPES:
+        if args.only and args.only not in name:
+            continue
         n_mats = 2 if kind == "swiglu" else 1
         nbytes = tiled_nbytes(qtype, sum(outs), n_in) * n_mats
         ws = []
@@ -63,6 +67,11 @@ def main() -> int:
                                    act=Split(int(act), int(act) + 64 * outs[0] * 4, outs[0]), m=m)
             else:
                 k = kt.gemv(qtype=qtype, w=int(ws[0]), x=x, outputs=[(int(y), n) for y, n in zip(ys, outs)], m=m)
+            if args.eager:
+                for _ in range(3):
+                    k.launch(stream)
+                drv.sync(stream)
+                continue
             graphs = GraphCache(stream)
             key = (m, "all", 1)
             graphs.capture(key, [k] * 20)
