@@ -7,7 +7,6 @@ writes, flushing each line, so a crash keeps everything written so far and the s
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import queue
 import subprocess
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from qtui.serve import events as ev
+from qtui.serve.protocol import dumps
 
 log = logging.getLogger("qtui.serve")
 
@@ -101,14 +101,14 @@ class Recorder:
     def _run(self) -> None:
         last_t = 0.0
         while (batch := self._queue.get()) is not None:
-            try:
-                for record in batch:
-                    # stats frames (loop thread) and events (engine thread) race by microseconds: keep t monotonic
-                    last_t = record["t"] = max(record["t"], last_t)
+            for record in batch:  # one record at a time: a record that fails is the only one lost
+                # stats frames (loop thread) and events (engine thread) race by microseconds: keep t monotonic
+                last_t = record["t"] = max(record["t"], last_t)
+                try:
                     self._write(record)
-            except Exception:
-                log.error("recorder write failed", exc_info=True)
+                except Exception:
+                    log.error("recorder: cannot write a %r record; skipped", record.get("ev"), exc_info=True)
 
     def _write(self, record: dict[str, Any]) -> None:
-        self._file.write(json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n")
+        self._file.write(dumps(record) + "\n")  # dumps: always encodable (lone surrogates escaped)
         self._file.flush()

@@ -1,0 +1,42 @@
+"""The adversarial probe's reproductions against a live fake-engine server: each bad frame gets its typed
+error, and the sender's socket, every stats subscriber, other requests and the recording are untouched."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from qtui.tools.client import Client
+
+from .fake_engine import solo_reply
+from .helpers import fake_server
+
+
+def recorded(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+async def test_unencodable_strings_lose_no_socket_subscriber_or_record(tmp_path):
+    async with fake_server(record=tmp_path, stats_interval=0.02, step_delay_s=0.002) as srv:
+        path = srv.recorder.path
+        async with await Client.connect(srv.url) as watcher, await Client.connect(srv.url) as bad:
+            await watcher.subscribe()
+            (running,) = await bad.submit_many([dict(id="ok", tokens=[3, 4], max_tokens=20, ignore_eos=True)])
+            for frame in ({"op": "generate", "id": "\udc00", "tokens": [3]},
+                          {"op": "generate", "id": "p", "prompt": "a\udc00"},
+                          {"op": "generate", "id": "n", "messages": [{"role": "user", "content": "\ud800"}]},
+                          {"op": "nested", "id": "\udfff"},
+                          {"op": "info", "x": json.loads("[" * 500 + "]" * 500)}):  # fmt: skip
+                await bad.send_raw(json.dumps(frame))  # \udXXX escapes: legal JSON
+            await bad.send_raw("[" * 100_000 + "]" * 100_000)
+            assert (await running).tokens == solo_reply([3, 4], 20, eos=None)
+            assert (await bad.generate(tokens=[5], max_tokens=3, ignore_eos=True)).done  # the socket still serves
+            await bad.info()
+            while (await asyncio.wait_for(watcher.stats.get(), 5))["requests_done"] < 2:
+                pass  # the feed still flows, and counts both requests
+        errors = sorted((str(e["id"]), e["code"]) for e in bad.unrouted_errors)
+        assert errors == [("None", "bad_request"), ("None", "bad_request"), ("None", "unknown_op"),
+                          ("n", "bad_request"), ("p", "bad_request")]  # fmt: skip
+    events = recorded(path)
+    done = {e["id"] for e in events if e["ev"] == "done"}
+    assert {"c2:ok", "c2:r0"} <= done and not [e for e in events if e["ev"] == "error"]
