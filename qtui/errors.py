@@ -7,6 +7,7 @@
     │   └── CudaError              cuda_error        a driver call failed (names the call and CUresult)
     └── RequestError               (a client's request; the server maps it to an `error` frame, HTTP-400/429-like)
         ├── BadRequest             bad_request       invalid JSON, wrong field types, out-of-range values
+        │   └── DuplicateId        duplicate_id      a generate whose id is already active (answered with id null)
         ├── UnknownOp              unknown_op
         ├── PromptTooLong          prompt_too_long
         ├── MessageTooLarge        message_too_large
@@ -60,6 +61,13 @@ class RequestError(QtuiError):
 
 class BadRequest(RequestError):
     code = "bad_request"
+
+
+class DuplicateId(BadRequest):
+    """A `generate` reusing the id of a request still active on the connection. Its error frame has id null
+    (and the id in `rejected_id`), so it can never be mistaken for the end of the active request."""
+
+    code = "duplicate_id"
 
 
 class UnknownOp(RequestError):

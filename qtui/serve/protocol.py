@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from qtui.errors import BadRequest, MessageTooLarge, RequestError, UnknownOp
+from qtui.errors import BadRequest, DuplicateId, MessageTooLarge, RequestError, UnknownOp
 from qtui.serve import events as ev
 from qtui.serve.request import GenerateParams
 
@@ -195,8 +195,14 @@ def done_frame(client_id: str, e: ev.Done) -> dict[str, Any]:
     }
 
 
-def error_frame(request_id: str | None, code: str, message: str) -> dict[str, Any]:
-    return {"op": "error", "id": request_id, "code": code, "message": message}
+def error_frame(request_id: str | None, code: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"op": "error", "id": request_id, "code": code, "message": message, **extra}
+
+
+def duplicate_id_frame(client_id: str) -> dict[str, Any]:
+    """The answer to a `generate` whose id is active: id null, so no client routes it to the active request."""
+    message = f"id {client_id!r} is already in use by an active request on this connection; this frame was ignored"
+    return error_frame(None, DuplicateId.code, message, rejected_id=client_id)
 
 
 def dumps(obj: dict[str, Any]) -> str:

@@ -282,7 +282,7 @@ class QtuiServer:
     def _on_generate(self, conn: Connection, msg: proto.Generate) -> None:
         arrival_t = time.monotonic()
         if msg.id in conn.active:
-            conn.send(proto.error_frame(msg.id, "bad_request", f"id {msg.id!r} is already in use by an active request"))
+            conn.send(proto.duplicate_id_frame(msg.id))
             return
         if self.is_draining:
             conn.send(proto.error_frame(msg.id, "shutting_down", "server is draining: not admitting new requests"))

@@ -40,3 +40,15 @@ async def test_unencodable_strings_lose_no_socket_subscriber_or_record(tmp_path)
     events = recorded(path)
     done = {e["id"] for e in events if e["ev"] == "done"}
     assert {"c2:ok", "c2:r0"} <= done and not [e for e in events if e["ev"] == "error"]
+
+
+async def test_a_duplicate_id_cannot_be_mistaken_for_the_original():
+    """The original streams to its end under its id; the duplicate's answer carries id null (the id is in
+    `rejected_id`), so a client routing frames by id never sees its request end early."""
+    async with fake_server(step_delay_s=0.002) as srv, await Client.connect(srv.url) as client:
+        (original,) = await client.submit_many([dict(id="dup", tokens=[4], max_tokens=30, ignore_eos=True)])
+        await client.send_raw(json.dumps({"op": "generate", "id": "dup", "tokens": [5], "max_tokens": 2}))
+        reply = await original
+        assert reply.done is not None and reply.tokens == solo_reply([4], 30, eos=None)
+        (answer,) = client.unrouted_errors
+        assert answer["id"] is None and answer["code"] == "duplicate_id" and answer["rejected_id"] == "dup"
