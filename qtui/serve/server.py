@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import http
 import itertools
 import json
@@ -59,6 +60,9 @@ class ServeSettings:
     def __post_init__(self) -> None:
         if self.host not in LOOPBACK and not self.api_key:
             raise BadRequest(f"binding to {self.host} (not loopback) requires --api-key")
+        if self.api_key is not None and (not self.api_key or self.api_key != self.api_key.strip()):
+            # HTTP drops whitespace around a header value, so such a key could only match a different one
+            raise BadRequest("--api-key must be non-empty and must not start or end with whitespace")
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,9 +350,14 @@ class QtuiServer:
 
 
 def _authorized(request: Request, query: str, api_key: str) -> bool:
-    if request.headers.get("Authorization", "") == f"Bearer {api_key}":
-        return True
-    return parse_qs(query).get("api_key", [None])[0] == api_key
+    """`Authorization: Bearer KEY` or `?api_key=KEY`, compared byte for byte in constant time."""
+    expected = api_key.encode()
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    by_header = hmac.compare_digest(token.encode("utf-8", "surrogatepass"), expected) and scheme == "Bearer"
+    params = parse_qs(query, keep_blank_values=True).get("api_key", [])
+    param = params[0] if len(params) == 1 else ""  # two keys in one URL is ambiguous: neither counts
+    by_query = hmac.compare_digest(param.encode("utf-8", "surrogatepass"), expected)
+    return by_header or by_query
 
 
 def _respond(

@@ -52,3 +52,35 @@ async def test_a_duplicate_id_cannot_be_mistaken_for_the_original():
         assert reply.done is not None and reply.tokens == solo_reply([4], 30, eos=None)
         (answer,) = client.unrouted_errors
         assert answer["id"] is None and answer["code"] == "duplicate_id" and answer["rejected_id"] == "dup"
+
+
+async def test_api_key_is_compared_exactly_in_constant_time(monkeypatch):
+    import hmac
+
+    import pytest
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import InvalidStatus
+
+    from qtui.errors import BadRequest
+    from qtui.serve.server import ServeSettings
+
+    from .helpers import aget
+
+    for key in ("s3cret ", " s3cret", ""):  # HTTP strips a header value's ends: such a key cannot work as given
+        with pytest.raises(BadRequest, match="api-key"):
+            ServeSettings(api_key=key)
+    compared = []
+    real = hmac.compare_digest
+    monkeypatch.setattr(hmac, "compare_digest", lambda a, b: compared.append((a, b)) or real(a, b))
+    async with fake_server(api_key="s3cret") as srv:
+        base = f"http://127.0.0.1:{srv.port}/metrics"
+        for query in ("?api_key=s3cret%20", "?api_key=s3cre", "?api_key=s3cret&api_key=x", "?api_key="):
+            assert (await aget(base + query))[0] == 401, query
+        for header in ("Bearer  s3cret", "Bearer s3cret x", "bearer s3cret", "Basic s3cret", "s3cret"):
+            assert (await aget(base, {"Authorization": header}))[0] == 401, header
+            with pytest.raises(InvalidStatus):
+                async with connect(srv.url, proxy=None, additional_headers={"Authorization": header}):
+                    pass
+        assert (await aget(base + "?api_key=s3cret"))[0] == 200
+        assert (await aget(base, {"Authorization": "Bearer s3cret"}))[0] == 200
+    assert compared and all(isinstance(a, bytes) and b == b"s3cret" for a, b in compared)
