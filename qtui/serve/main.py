@@ -30,6 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "after a request for more, so a burst forms one batch (default 5)")  # fmt: skip
     p.add_argument("--max-context", type=int, default=4096, help="tokens per slot, prompt + reply (default 4096)")
     p.add_argument("--queue-size", type=int, default=256, help="wait queue bound; beyond it: overloaded (default 256)")
+    p.add_argument("--max-per-connection", type=int, default=None, metavar="N", help="requests one connection may "
+                   "have running or queued; beyond it: overloaded (default max(4, queue-size / 4))")  # fmt: skip
     p.add_argument("--record", type=Path, metavar="DIR", help="write a JSON Lines recording into DIR")
     p.add_argument("--verify-parity", action="store_true", help="re-run each finished request alone when idle "
                    "and report whether its tokens match (stats feed, /metrics, recording)")  # fmt: skip
@@ -73,8 +75,8 @@ async def start_server(model_path: str | Path, **options: Any) -> AsyncIterator[
 async def _serve_until_signal(args: argparse.Namespace) -> int:
     options = dict(
         engine=args.engine, max_batch=args.max_batch, max_context=args.max_context, host=args.host, port=args.port,
-        window_ms=args.window_ms, queue_size=args.queue_size, record=args.record, verify_parity=args.verify_parity,
-        api_key=args.api_key, drain_timeout=args.drain_timeout,
+        window_ms=args.window_ms, queue_size=args.queue_size, max_per_connection=args.max_per_connection,
+        record=args.record, verify_parity=args.verify_parity, api_key=args.api_key, drain_timeout=args.drain_timeout,
     )  # fmt: skip
     async with start_server(args.model, **options) as srv:
         stop = asyncio.Event()

@@ -29,7 +29,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from qtui.engine.base import BatchEngine
-from qtui.errors import BadRequest
+from qtui.errors import BadRequest, Overloaded
 from qtui.serve import events as ev
 from qtui.serve import protocol as proto
 from qtui.serve.connection import Connection
@@ -49,6 +49,7 @@ class ServeSettings:
     port: int = 8765  # 0: any free port (tests); the bound one is `QtuiServer.port`
     window_ms: float = 5.0  # a forming batch waits this long for more requests
     queue_size: int = 256
+    max_per_connection: int | None = None  # requests in flight + queued per connection; None: max(4, queue_size // 4)
     verify_parity: bool = False
     record: Path | None = None
     api_key: str | None = None
@@ -63,6 +64,13 @@ class ServeSettings:
         if self.api_key is not None and (not self.api_key or self.api_key != self.api_key.strip()):
             # HTTP drops whitespace around a header value, so such a key could only match a different one
             raise BadRequest("--api-key must be non-empty and must not start or end with whitespace")
+        if self.max_per_connection is not None and self.max_per_connection < 1:
+            raise BadRequest(f"--max-per-connection must be >= 1, got {self.max_per_connection}")
+
+    @property
+    def per_connection_limit(self) -> int:
+        """One connection may not hold every slot and the whole queue: beyond this it gets `overloaded`."""
+        return self.max_per_connection or max(4, self.queue_size // 4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,6 +299,11 @@ class QtuiServer:
         if self.is_draining:
             conn.send(proto.error_frame(msg.id, "shutting_down", "server is draining: not admitting new requests"))
             return
+        if len(conn.active) >= self.settings.per_connection_limit:
+            limit = self.settings.per_connection_limit
+            conn.send(proto.error_frame(msg.id, Overloaded.code, f"this connection already has {limit} requests "
+                                        "running or queued (--max-per-connection): wait for one to end"))
+            return
         try:
             tokens = self._prompt_tokens(msg)
         except Exception as exc:  # a template or tokenizer failure is the request's problem, not the server's
@@ -320,7 +333,8 @@ class QtuiServer:
     def _settings_json(self) -> dict[str, Any]:
         s = self.settings
         return {"max_batch": self.engine.max_slots, "max_context": self.engine.max_context, "window_ms": s.window_ms,
-                "queue_size": s.queue_size, "verify_parity": s.verify_parity, "prefill_chunk": s.prefill_chunk,
+                "queue_size": s.queue_size, "max_per_connection": s.per_connection_limit,
+                "verify_parity": s.verify_parity, "prefill_chunk": s.prefill_chunk,
                 "max_message_bytes": s.max_message_bytes, "drain_timeout": s.drain_timeout}  # fmt: skip
 
     def _header(self) -> dict[str, Any]:

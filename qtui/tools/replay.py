@@ -38,6 +38,11 @@ class Replayed:
     recorded: dict[str, Any] | None = None  # the recorded `done` or `error` event
     live: dict[str, Any] | None = None  # the live server's `done` or `error` frame
 
+    @property
+    def connection(self) -> str:
+        """The recorded connection ("c3" of server id "c3:r1"): its requests are re-sent on one socket."""
+        return self.rid.partition(":")[0] if ":" in self.rid else ""
+
 
 def requests_of(events: list[dict[str, Any]]) -> list[Replayed]:
     """The recording's requests in arrival order, each with its recorded outcome and cancel time."""
@@ -83,22 +88,29 @@ def compare(req: Replayed) -> tuple[str, int | None]:
 
 
 async def send_all(url: str, requests: list[Replayed], speed: float, api_key: str | None = None) -> None:
-    """Send every request at its recorded time / speed on one connection; return when all have an outcome."""
+    """Send every request at its recorded time / speed, each recorded connection's requests on a socket of
+    their own (the server limits what one connection may have in flight); return when all have an outcome."""
     from qtui.tools.client import Client
 
-    async with await Client.connect(url, api_key=api_key) as client:
+    sockets: dict[str, Client] = {}
+
+    async def one(req: Replayed) -> None:
+        client = sockets[req.connection]
+        await asyncio.sleep(max(0.0, start + req.t / speed - time.monotonic()))
+        (future,) = await client.submit_many([dict(id=req.rid, tokens=req.tokens, **req.params)])
+        if req.cancel_t is not None:
+            await asyncio.sleep(max(0.0, start + req.cancel_t / speed - time.monotonic()))
+            await client.cancel(req.rid)
+        reply = await future
+        req.live = reply.done if reply.done is not None else reply.error
+
+    try:
+        for name in sorted({r.connection for r in requests}):
+            sockets[name] = await Client.connect(url, api_key=api_key)
         start = time.monotonic()
-
-        async def one(req: Replayed) -> None:
-            await asyncio.sleep(max(0.0, start + req.t / speed - time.monotonic()))
-            (future,) = await client.submit_many([dict(id=req.rid, tokens=req.tokens, **req.params)])
-            if req.cancel_t is not None:
-                await asyncio.sleep(max(0.0, start + req.cancel_t / speed - time.monotonic()))
-                await client.cancel(req.rid)
-            reply = await future
-            req.live = reply.done if reply.done is not None else reply.error
-
         await asyncio.gather(*(one(r) for r in requests))
+    finally:
+        await asyncio.gather(*(c.close() for c in sockets.values()))
 
 
 def report_table(requests: list[Replayed]):  # -> rich.table.Table

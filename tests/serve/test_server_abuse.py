@@ -84,3 +84,18 @@ async def test_api_key_is_compared_exactly_in_constant_time(monkeypatch):
         assert (await aget(base + "?api_key=s3cret"))[0] == 200
         assert (await aget(base, {"Authorization": "Bearer s3cret"}))[0] == 200
     assert compared and all(isinstance(a, bytes) and b == b"s3cret" for a, b in compared)
+
+
+async def test_one_connection_cannot_take_every_slot_and_the_whole_queue():
+    from qtui.serve.server import ServeSettings
+
+    assert ServeSettings(queue_size=256).per_connection_limit == 64
+    assert ServeSettings(queue_size=8).per_connection_limit == 4
+    async with fake_server(max_slots=2, queue_size=32, max_per_connection=5, step_delay_s=0.002) as srv:
+        async with await Client.connect(srv.url) as greedy, await Client.connect(srv.url) as other:
+            flood = await greedy.submit_many([dict(tokens=[3, i + 2], max_tokens=20, ignore_eos=True) for i in range(12)])
+            mine = await other.submit_many([dict(tokens=[4, i + 2], max_tokens=3, ignore_eos=True) for i in range(5)])
+            codes = [r.error["code"] if r.error else "done" for r in await asyncio.gather(*flood)]
+            assert codes == ["done"] * 5 + ["overloaded"] * 7
+            assert all(r.done for r in await asyncio.gather(*mine))  # the other connection is served
+            assert (await greedy.generate(tokens=[5], max_tokens=2)).done  # and the cap frees as requests end

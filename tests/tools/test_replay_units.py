@@ -31,6 +31,7 @@ def test_requests_of_pairs_arrivals_with_outcomes_and_cancels():
     assert list(reqs) == ["c1:r1", "c1:r2", "c2:r1"]
     assert reqs["c1:r1"].recorded["tokens"] == [5, 7, 8, 9] and reqs["c1:r1"].cancel_t is None
     assert reqs["c1:r2"].cancel_t == 0.4 and reqs["c2:r1"].recorded["code"] == "prompt_too_long"
+    assert [r.connection for r in reqs.values()] == ["c1", "c1", "c2"]  # re-sent on one socket per connection
 
 
 def done(tokens, reason="length"):
