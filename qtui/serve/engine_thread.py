@@ -102,7 +102,7 @@ class EngineThread:
                     sched.check_integrity()  # idle: slot accounting must balance
             except Exception as exc:  # an engine failure must not kill the loop: error the live requests
                 log.error("engine step failed; erroring live requests", exc_info=True)
-                out += sched.abort_all("internal", f"engine step failed: {type(exc).__name__}: {exc}")
+                out += sched.engine_failed(exc)
             self._emit(out)
 
     def _drain_inbox(self, out: list[ev.Event], first: _Command | None) -> None:

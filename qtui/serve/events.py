@@ -62,8 +62,9 @@ class Done:
 class Error:
     t: float
     rid: str
-    code: str  # a qtui.errors code: prompt_too_long, overloaded, shutting_down, ...
+    code: str  # a qtui.errors code: prompt_too_long, overloaded, shutting_down, cuda_error, ...
     message: str
+    call: str | None = None  # an engine failure: the call that failed (e.g. "cuLaunchKernel"), where known
 
 
 @dataclass(frozen=True, slots=True)

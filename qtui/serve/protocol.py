@@ -199,6 +199,11 @@ def error_frame(request_id: str | None, code: str, message: str, **extra: Any) -
     return {"op": "error", "id": request_id, "code": code, "message": message, **extra}
 
 
+def error_event_frame(client_id: str, e: ev.Error) -> dict[str, Any]:
+    """A request's end by error; an engine failure also names the call that failed."""
+    return error_frame(client_id, e.code, e.message, **({"call": e.call} if e.call else {}))
+
+
 def duplicate_id_frame(client_id: str) -> dict[str, Any]:
     """The answer to a `generate` whose id is active: id null, so no client routes it to the active request."""
     message = f"id {client_id!r} is already in use by an active request on this connection; this frame was ignored"

@@ -55,7 +55,8 @@ def event_record(e: ev.Event) -> dict[str, Any] | None:
             "decode_tok_s": round(e.decode_tok_s, 2), "max_m": e.max_m, "parity": e.parity,
         }  # fmt: skip
     if isinstance(e, ev.Error):
-        return {"ev": "error", "id": e.rid, "code": e.code, "message": e.message}
+        rec = {"ev": "error", "id": e.rid, "code": e.code, "message": e.message}
+        return rec if e.call is None else {**rec, "call": e.call}
     if isinstance(e, ev.Cancelled):
         return {"ev": "cancel", "id": e.rid}
     if isinstance(e, ev.ParityVerdict):

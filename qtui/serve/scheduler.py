@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable
 
 from qtui.engine.base import BatchEngine
-from qtui.errors import Overloaded, PromptTooLong, ShuttingDown
+from qtui.errors import EngineError, EngineFailed, Overloaded, PromptTooLong, ShuttingDown
 from qtui.serve import events as ev
 from qtui.serve.reply import accept_token, first_divergence
 from qtui.serve.request import GenerateParams, Request, Status, TextCodec
@@ -47,6 +47,7 @@ class Scheduler:
         self.verify_parity = verify_parity
         self.clock = clock
         self.is_draining = False
+        self.failure: EngineFailed | None = None  # set by a fatal engine error: every later submit gets it
         self._waiting: deque[Request] = deque()
         self._running: dict[str, Request] = {}  # rid -> request holding a slot (admission order)
         self._to_verify: deque[Request] = deque()  # finished requests awaiting their solo re-run
@@ -92,6 +93,8 @@ class Scheduler:
         now = self.clock()
         out: list[ev.Event] = [ev.Arrived(now, rid, list(prompt), params.to_json())]
         try:
+            if self.failure is not None:
+                raise self.failure
             if self.is_draining:
                 raise ShuttingDown("server is draining: not admitting new requests")
             if not prompt:
@@ -103,7 +106,7 @@ class Scheduler:
                 )
             if len(self._waiting) >= self.queue_size + self.engine.num_free_slots():  # free slots admit next step
                 raise Overloaded(f"wait queue full ({self.queue_size} requests waiting for a slot)")
-        except (ShuttingDown, PromptTooLong, Overloaded) as exc:
+        except (EngineFailed, ShuttingDown, PromptTooLong, Overloaded) as exc:
             out.append(ev.Error(now, rid, exc.code, exc.message))
             return out
         req = Request(rid, list(prompt), params, now if arrival_t is None else arrival_t)
@@ -120,15 +123,26 @@ class Scheduler:
         self._retire(req)
         return [ev.Cancelled(now, rid), self._done_event(req, "cancelled", now)]
 
-    def abort_all(self, code: str, message: str) -> list[ev.Event]:
+    def abort_all(self, code: str, message: str, call: str | None = None) -> list[ev.Event]:
         """Error every live request (drain timeout, engine failure) and drop pending verifications."""
         now = self.clock()
         out: list[ev.Event] = []
         for req in [*self._running.values(), *self._waiting]:
             self._retire(req)
-            out.append(ev.Error(now, req.rid, code, message))
+            out.append(ev.Error(now, req.rid, code, message, call))
         self._abort_verification()
         self._to_verify.clear()
+        return out
+
+    def engine_failed(self, exc: Exception) -> list[ev.Event]:
+        """`step()` raised: error every live request with the engine's own code and failing call (`internal`
+        for an exception that is not an `EngineError`). After a fatal one, every later submit is refused."""
+        is_engine = isinstance(exc, EngineError)
+        code = exc.code if is_engine else "internal"
+        detail = exc.message if is_engine else f"{type(exc).__name__}: {exc}"
+        out = self.abort_all(code, f"engine step failed: {detail}", exc.call if is_engine else None)
+        if is_engine and exc.is_fatal:
+            self.failure = EngineFailed(f"the engine failed for good ({detail}); restart the server")
         return out
 
     # ---- the step ------------------------------------------------------------------------------------------

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import http
 import itertools
 import json
@@ -22,7 +21,7 @@ from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -32,6 +31,7 @@ from qtui.engine.base import BatchEngine
 from qtui.errors import BadRequest, Overloaded
 from qtui.serve import events as ev
 from qtui.serve import protocol as proto
+from qtui.serve.auth import is_authorized
 from qtui.serve.connection import Connection
 from qtui.serve.engine_thread import EngineThread
 from qtui.serve.metrics import Metrics
@@ -206,7 +206,7 @@ class QtuiServer:
                 if isinstance(e, ev.Done):
                     conn.send(proto.done_frame(client_id, e))
                 else:
-                    conn.send(proto.error_frame(client_id, e.code, e.message))
+                    conn.send(proto.error_event_frame(client_id, e))
                 self._unroute(e.rid)
 
     def _route(self, conn: Connection, client_id: str) -> str:
@@ -299,6 +299,9 @@ class QtuiServer:
         if self.is_draining:
             conn.send(proto.error_frame(msg.id, "shutting_down", "server is draining: not admitting new requests"))
             return
+        if (failure := self.scheduler.failure) is not None:  # fail fast: the engine will never run it
+            conn.send(proto.error_frame(msg.id, failure.code, failure.message))
+            return
         if len(conn.active) >= self.settings.per_connection_limit:
             limit = self.settings.per_connection_limit
             conn.send(proto.error_frame(msg.id, Overloaded.code, f"this connection already has {limit} requests "
@@ -322,6 +325,17 @@ class QtuiServer:
         return list(self.tokenizer.encode(msg.prompt))
 
     # ---- identity, HTTP ------------------------------------------------------------------------------------
+    def _health(self, connection: ServerConnection) -> Response:
+        """200 "ok"; 503 "draining" during shutdown or "failed" (with the error) after a fatal engine error."""
+        failure = self.scheduler.failure
+        state = "failed" if failure else "draining" if self.is_draining else "ok"
+        body: dict[str, Any] = {"status": state, **self.identity, "active": self.stats.active,
+                                "queue": len(self.stats.queue)}  # fmt: skip
+        if failure is not None:
+            body["error"] = {"code": failure.code, "message": failure.message}
+        status = http.HTTPStatus.OK if state == "ok" else http.HTTPStatus.SERVICE_UNAVAILABLE
+        return _respond(connection, status, json.dumps(body) + "\n", "application/json")
+
     def _hello(self) -> dict[str, Any]:
         return {"protocol": proto.PROTOCOL_VERSION, **self.identity, "max_context": self.engine.max_context,
                 "n_vocab": self.n_vocab}  # fmt: skip
@@ -346,32 +360,20 @@ class QtuiServer:
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         path = urlsplit(request.path)
         if path.path == "/health":
-            status = http.HTTPStatus.SERVICE_UNAVAILABLE if self.is_draining else http.HTTPStatus.OK
-            body = {"status": "draining" if self.is_draining else "ok", **self.identity,
-                    "active": self.stats.active, "queue": len(self.stats.queue)}  # fmt: skip
-            return _respond(connection, status, json.dumps(body) + "\n", "application/json")
-        if self.settings.api_key and not _authorized(request, path.query, self.settings.api_key):
+            return self._health(connection)
+        authorization = request.headers.get("Authorization", "")
+        if self.settings.api_key and not is_authorized(authorization, path.query, self.settings.api_key):
             return _respond(connection, http.HTTPStatus.UNAUTHORIZED, "unauthorized: missing or wrong API key\n")
         if path.path == "/metrics":
             text = self.metrics.render(queue=len(self.stats.queue), active=self.stats.active,
-                                       max_batch=self.engine.max_slots, is_draining=self.is_draining)  # fmt: skip
+                                       max_batch=self.engine.max_slots, is_draining=self.is_draining,
+                                       is_failed=self.scheduler.failure is not None)  # fmt: skip
             return _respond(connection, http.HTTPStatus.OK, text, "text/plain; version=0.0.4; charset=utf-8")
         if path.path != "/":
             return _respond(connection, http.HTTPStatus.NOT_FOUND, "not found: use / (WebSocket), /health, /metrics\n")
         if self.is_draining:
             return _respond(connection, http.HTTPStatus.SERVICE_UNAVAILABLE, "server shutting down\n")
         return None
-
-
-def _authorized(request: Request, query: str, api_key: str) -> bool:
-    """`Authorization: Bearer KEY` or `?api_key=KEY`, compared byte for byte in constant time."""
-    expected = api_key.encode()
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    by_header = hmac.compare_digest(token.encode("utf-8", "surrogatepass"), expected) and scheme == "Bearer"
-    params = parse_qs(query, keep_blank_values=True).get("api_key", [])
-    param = params[0] if len(params) == 1 else ""  # two keys in one URL is ambiguous: neither counts
-    by_query = hmac.compare_digest(param.encode("utf-8", "surrogatepass"), expected)
-    return by_header or by_query
 
 
 def _respond(
