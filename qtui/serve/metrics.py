@@ -71,7 +71,8 @@ class Metrics:
             elif isinstance(e, ev.ParityVerdict):
                 self.parity[e.verdict] += 1
 
-    def render(self, *, queue: int, active: int, max_batch: int, is_draining: bool, is_failed: bool = False) -> str:
+    def render(self, *, queue: int, active: int, max_slots: int, max_rows: int, is_draining: bool,
+               is_failed: bool = False) -> str:
         lines = ["# HELP qtui_requests_total Finished requests by outcome (finish reason or error code).",
                  "# TYPE qtui_requests_total counter"]  # fmt: skip
         for outcome in sorted(set(self.requests) | {"stop", "length", "cancelled"}):
@@ -88,7 +89,9 @@ class Metrics:
             lines.append(f'qtui_parity_verdicts_total{{verdict="{verdict}"}} {self.parity[verdict]}')
         lines += _gauge("qtui_queue_depth", "Requests waiting for a slot.", queue)
         lines += _gauge("qtui_active_slots", "Slots held by live requests.", active)
-        lines += _gauge("qtui_max_batch", "Slots (the largest batch).", max_batch)
+        lines += _gauge("qtui_max_slots", "Slots: requests that can hold state at once.", max_slots)
+        lines += _gauge("qtui_max_rows", "Rows one engine decode call may hold (more slots: several calls).", max_rows)
+        lines += _gauge("qtui_max_batch", "The v1 name of qtui_max_slots.", max_slots)
         lines += _gauge("qtui_draining", "1 while the server drains for shutdown.", int(is_draining))
         lines += _gauge("qtui_engine_failed", "1 after a fatal engine error (new requests fail fast).", int(is_failed))
         return "\n".join(lines) + "\n"

@@ -3,11 +3,12 @@
 One `step()` = admit waiting requests into free slots, feed each prefilling request one prompt chunk
 (`prefill_chunk` tokens, so a long prompt never stalls running decodes; state is per slot, so a newcomer's
 prefill never changes what the running requests compute), then ONE `engine.decode(slots, tokens)` for every
-request in decode state. Requests join and leave only at step boundaries. With `verify_parity`, an idle
+request in decode state (several calls of at most `engine.max_rows` rows each when more slots decode, each
+reported as its own `Step` with the m the engine ran). Requests join and leave only at step boundaries. With `verify_parity`, an idle
 scheduler re-runs each finished request alone in a fresh slot and reports whether its tokens match.
 
 It knows the engine only through `BatchEngine` (qtui/engine/base.py). Invariant (checked by
-`check_integrity`): engine free slots + slots held here == max_batch.
+`check_integrity`): engine free slots + slots held here == max_slots.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ class Scheduler:
         assert queue_size >= 1 and prefill_chunk >= 1
         self.engine = engine
         self.codec = codec
-        self.max_batch = engine.max_slots
+        self.max_slots = engine.max_slots  # requests holding state at once
+        self.max_rows = engine.max_rows  # rows one engine decode call may hold
         self.max_context = engine.max_context
         self.queue_size = queue_size
         self.prefill_chunk = prefill_chunk
@@ -80,8 +82,8 @@ class Scheduler:
         if self._verifying is not None and self._verifying.slot is not None:
             held.append(self._verifying.slot)
         assert len(set(held)) == len(held), f"slot held twice: {held}"
-        assert self.engine.num_free_slots() + len(held) == self.max_batch, (
-            f"slot leak: free {self.engine.num_free_slots()} + held {len(held)} != {self.max_batch}"
+        assert self.engine.num_free_slots() + len(held) == self.max_slots, (
+            f"slot leak: free {self.engine.num_free_slots()} + held {len(held)} != {self.max_slots}"
         )
         assert all(r.status is Status.WAITING for r in self._waiting)
 
@@ -187,8 +189,11 @@ class Scheduler:
                 self._accept(req, nxt, out)
 
     def _decode(self, reqs: list[Request], out: list[ev.Event], verify: bool = False) -> None:
-        if not reqs:
-            return
+        """One engine call per `max_rows` requests (in admission order), each its own Step."""
+        for i in range(0, len(reqs), self.max_rows):
+            self._decode_rows(reqs[i : i + self.max_rows], out, verify)
+
+    def _decode_rows(self, reqs: list[Request], out: list[ev.Event], verify: bool) -> None:
         slots = [r.slot for r in reqs]
         feed = [r.tokens[-1] for r in reqs]
         t0 = time.perf_counter()

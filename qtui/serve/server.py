@@ -104,7 +104,9 @@ class QtuiServer:
         self.start_t = time.monotonic()
         described = engine.describe()
         device = str(described.get("device", engine.name))
+        # max_batch: the v1 name of max_slots, kept for existing clients
         self.identity = {"model": Path(model.path).name, "engine": engine.name, "device": device,
+                         "max_slots": engine.max_slots, "max_rows": engine.max_rows,
                          "max_batch": engine.max_slots}  # fmt: skip
         self.n_vocab = engine.config.n_vocab if engine.config is not None else tokenizer.n_vocab
         self.commit = git_commit()
@@ -346,7 +348,8 @@ class QtuiServer:
 
     def _settings_json(self) -> dict[str, Any]:
         s = self.settings
-        return {"max_batch": self.engine.max_slots, "max_context": self.engine.max_context, "window_ms": s.window_ms,
+        return {"max_slots": self.engine.max_slots, "max_rows": self.engine.max_rows, "max_batch": self.engine.max_slots,
+                "max_context": self.engine.max_context, "window_ms": s.window_ms,
                 "queue_size": s.queue_size, "max_per_connection": s.per_connection_limit,
                 "verify_parity": s.verify_parity, "prefill_chunk": s.prefill_chunk,
                 "max_message_bytes": s.max_message_bytes, "drain_timeout": s.drain_timeout}  # fmt: skip
@@ -366,7 +369,8 @@ class QtuiServer:
             return _respond(connection, http.HTTPStatus.UNAUTHORIZED, "unauthorized: missing or wrong API key\n")
         if path.path == "/metrics":
             text = self.metrics.render(queue=len(self.stats.queue), active=self.stats.active,
-                                       max_batch=self.engine.max_slots, is_draining=self.is_draining,
+                                       max_slots=self.engine.max_slots, max_rows=self.engine.max_rows,
+                                       is_draining=self.is_draining,
                                        is_failed=self.scheduler.failure is not None)  # fmt: skip
             return _respond(connection, http.HTTPStatus.OK, text, "text/plain; version=0.0.4; charset=utf-8")
         if path.path != "/":

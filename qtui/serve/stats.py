@@ -31,7 +31,7 @@ class _SlotRow:
 
 class StatsFeed:
     def __init__(self, identity: dict[str, Any], start_t: float) -> None:
-        self.identity = identity  # model, engine, device, max_batch
+        self.identity = identity  # model, engine, device, max_slots, max_rows (+ max_batch, the v1 name of max_slots)
         self.start_t = start_t
         self.queue: set[str] = set()
         self.rows: dict[str, _SlotRow] = {}  # rid -> busy slot row

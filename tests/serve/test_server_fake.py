@@ -23,6 +23,7 @@ def rand_tokens(rng: random.Random, n: int) -> list[int]:
 async def test_hello_info_health_and_metrics():
     async with fake_server() as srv, await Client.connect(srv.url) as client:
         assert client.hello["protocol"] == 1 and client.hello["max_batch"] == 4 and client.hello["max_context"] == 64
+        assert client.hello["max_slots"] == 4 and client.hello["max_rows"] == 4
         info = await client.info()
         assert info["settings"]["queue_size"] == 256 and info["engine"] == "fake"
         reply = await client.generate(tokens=[5, 6, 7], max_tokens=5, ignore_eos=True)
@@ -38,6 +39,7 @@ async def test_hello_info_health_and_metrics():
         assert metrics["qtui_batch_size_count"][""] == 4  # 1 prefill token + 4 decode steps at m=1
         assert metrics["qtui_batch_size_bucket"]['{le="1"}'] == 4
         assert metrics["qtui_time_to_first_token_seconds_count"][""] == 1
+        assert metrics["qtui_max_slots"][""] == metrics["qtui_max_rows"][""] == metrics["qtui_max_batch"][""] == 4
         for name in ("qtui_step_duration_seconds_count", "qtui_queue_depth", "qtui_active_slots", "qtui_parity_verdicts_total"):
             assert name in metrics
         assert (await aget(f"http://127.0.0.1:{srv.port}/nope"))[0] == 404
