@@ -14,8 +14,9 @@ from dataclasses import dataclass
 class Arrived:
     t: float
     rid: str
-    tokens: list[int]
+    tokens: list[int] | None  # the prompt; None for one over the context (rejected: kept by its size only)
     params: dict[str, object]  # GenerateParams.to_json()
+    num_tokens: int  # prompt length
 
 
 @dataclass(frozen=True, slots=True)

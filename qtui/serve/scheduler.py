@@ -93,7 +93,9 @@ class Scheduler:
     ) -> list[ev.Event]:
         """Queue a request. Returns [Arrived] or [Arrived, Error] (prompt_too_long, overloaded, shutting_down)."""
         now = self.clock()
-        out: list[ev.Event] = [ev.Arrived(now, rid, list(prompt), params.to_json())]
+        # a prompt over the context never runs: its event (and recording line) carries its size, not a MiB of ids
+        kept = list(prompt) if len(prompt) < self.max_context else None
+        out: list[ev.Event] = [ev.Arrived(now, rid, kept, params.to_json(), len(prompt))]
         try:
             if self.failure is not None:
                 raise self.failure

@@ -11,8 +11,8 @@ from qtui.serve.recorder import Recorder
 def test_a_failing_record_loses_only_itself(tmp_path):
     rec = Recorder(tmp_path, {"model": "m"}, start_t=0.0)
     rec.events([
-        ev.Arrived(1.0, "c1:a", [3], {"max_tokens": 2}),
-        ev.Arrived(1.1, "c1:b", [4], {"max_tokens": object()}),  # not JSON: this record alone is lost
+        ev.Arrived(1.0, "c1:a", [3], {"max_tokens": 2}, 1),
+        ev.Arrived(1.1, "c1:b", [4], {"max_tokens": object()}, 1),  # not JSON: this record alone is lost
         ev.Error(1.2, "c1:\udc00", "bad_request", "lone \udc00"),  # unencodable text: written escaped
         ev.Admitted(1.3, "c1:a", 0),
     ])  # fmt: skip

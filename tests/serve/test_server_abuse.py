@@ -99,3 +99,47 @@ async def test_one_connection_cannot_take_every_slot_and_the_whole_queue():
             assert codes == ["done"] * 5 + ["overloaded"] * 7
             assert all(r.done for r in await asyncio.gather(*mine))  # the other connection is served
             assert (await greedy.generate(tokens=[5], max_tokens=2)).done  # and the cap frees as requests end
+
+
+async def test_big_prompts_are_tokenized_off_the_event_loop():
+    """While one connection's long prompt is being tokenized, another connection and /health get answers."""
+    import threading
+
+    from qtui.serve.server import INLINE_TOKENIZE_CHARS, ServeSettings, serve_engine
+
+    from .fake_engine import FakeEngine, FakeTokenizer
+    from .helpers import aget
+
+    started, release, finished = threading.Event(), threading.Event(), threading.Event()
+
+    class SlowTokenizer(FakeTokenizer):
+        def encode(self, text: str) -> list[int]:
+            if len(text) > INLINE_TOKENIZE_CHARS:
+                started.set()
+                release.wait(3)  # a tokenizer that takes long (the probe measured 0.66 s per MiB)
+                finished.set()
+            return super().encode(text)
+
+    engine = FakeEngine(max_slots=2, max_context=64)
+    async with serve_engine(engine, SlowTokenizer(), ServeSettings(port=0)) as srv:
+        async with await Client.connect(srv.url) as big, await Client.connect(srv.url) as other:
+            (reply,) = await big.submit_many([dict(prompt="x" * (INLINE_TOKENIZE_CHARS + 1), max_tokens=2)])
+            assert await asyncio.to_thread(started.wait, 3)
+            assert (await asyncio.wait_for(other.generate(tokens=[3], max_tokens=2), 2)).done
+            assert (await aget(f"http://127.0.0.1:{srv.port}/health"))[0] == 200
+            assert not finished.is_set(), "answered only after the tokenizer returned: the loop was blocked"
+            release.set()
+            assert (await reply).error["code"] == "prompt_too_long"  # 4097 tokens > max_context 64
+
+
+async def test_a_rejected_oversize_prompt_is_recorded_by_its_size(tmp_path):
+    async with fake_server(record=tmp_path, max_message_bytes=1 << 20) as srv, await Client.connect(srv.url) as client:
+        path = srv.recorder.path
+        reply = await client.generate(id="huge", tokens=[3] * 100_000)
+        assert reply.error["code"] == "prompt_too_long"
+        assert (await client.generate(id="ok", tokens=[3, 4], max_tokens=2)).done
+    lines = path.read_text(encoding="utf-8").splitlines()
+    arrivals = {r["id"]: (r, len(line)) for line in lines if (r := json.loads(line))["ev"] == "arrival"}
+    record, size = arrivals["c1:huge"]
+    assert record["tokens"] is None and record["num_tokens"] == 100_000 and size < 300
+    assert arrivals["c1:ok"][0]["tokens"] == [3, 4]

@@ -14,7 +14,7 @@ from qtui.tui.state import fold
 from qtui.tui.widgets.help import HelpScreen
 from qtui.tui.widgets.slots import SlotsTable
 
-from .tui_sessions import header, make_session
+from .tui_sessions import decoded, header, make_session
 
 SIZE = (120, 34)
 
@@ -22,7 +22,7 @@ SIZE = (120, 34)
 @pytest.fixture
 def frames():
     events, _ = make_session(random.randrange(1 << 30), n_requests=40, max_batch=8, step_s=0.05)
-    return rebuild_frames(header(8), events)
+    return rebuild_frames(header(8), decoded(events))
 
 
 def table_requests(app: ReplayApp) -> dict[int, tuple[str, str]]:
