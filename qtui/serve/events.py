@@ -1,4 +1,5 @@
-"""Typed events the scheduler emits: the one vocabulary the server, stats feed, metrics and recorder read.
+"""Typed events the scheduler emits: the one vocabulary the server, stats feed, metrics and recorder read
+(records.py turns them into recording lines and back).
 
 Every event carries `t`, the scheduler clock (seconds, `time.monotonic` in production). A request's life is
 `Arrived` → (`Admitted` → `Prefilled`+ → `Token`+)? → exactly one `Done` or `Error`. Verification re-runs
