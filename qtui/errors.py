@@ -4,11 +4,11 @@
     ├── ModelFileError             bad_model         corrupt / truncated / unsupported GGUF (names key or tensor)
     ├── EngineError                engine_error
     │   ├── EngineUnavailable      engine_unavailable  (e.g. --engine cuda on a machine without a driver)
-    │   ├── EngineFailed           engine_failed     a fatal engine error earlier: the server cannot serve any more
+    │   ├── EngineFailed           engine_failed     after a fatal engine error: nothing runs until a restart
     │   └── CudaError              cuda_error        a driver call failed (names the call and CUresult)
     └── RequestError               (a client's request; the server maps it to an `error` frame, HTTP-400/429-like)
         ├── BadRequest             bad_request       invalid JSON, wrong field types, out-of-range values
-        │   └── DuplicateId        duplicate_id      a generate whose id is already active (answered with id null)
+        │   └── DuplicateId        duplicate_id      a generate reusing an active id (answered with id null)
         ├── UnknownOp              unknown_op
         ├── PromptTooLong          prompt_too_long
         ├── MessageTooLarge        message_too_large

@@ -3,7 +3,8 @@
 `GGUFModel.open(path)` reads the file through `gguf.GGUFReader` (np.memmap, nothing copied), decodes the
 metadata to Python values, builds `Qwen35Config`, and checks every tensor the forward pass needs against
 `layout.expected_tensors` (name, shape, supported type, bytes inside the file) and for NaN / Inf (finite.py
-says which values). Anything wrong raises `ModelFileError` naming the key or tensor at fault. Extra tensors (the MTP block, nextn) are allowed.
+says which values). Anything wrong raises `ModelFileError` naming the key or tensor at fault. Extra tensors
+(the MTP block, nextn) are allowed.
 """
 
 from __future__ import annotations

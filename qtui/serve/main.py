@@ -57,8 +57,9 @@ def open_stack(model_path: str | Path, engine: str, max_slots: int, max_context:
 async def start_server(model_path: str | Path, **options: Any) -> AsyncIterator[Any]:
     """Open `model_path` and serve it in this event loop; yields the running `QtuiServer`.
 
-    Options: engine, max_slots (`max_batch`: its old name), max_context (engine), plus any `ServeSettings` field (host, port, window_ms,
-    queue_size, verify_parity, record, api_key, drain_timeout, ...). On exit the server closes at once.
+    Options: engine, max_slots (`max_batch`: its old name), max_context (engine), plus any `ServeSettings`
+    field (host, port, window_ms, queue_size, max_per_connection, verify_parity, record, api_key, drain_timeout,
+    ...). On exit the server closes at once.
     """
     from qtui.serve.server import ModelIdentity, ServeSettings, serve_engine
 
@@ -89,7 +90,8 @@ async def _serve_until_signal(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, lambda: srv.hurry() if stop.is_set() else stop.set())
         extra = f", recording to {srv.recorder.path}" if srv.recorder else ""
         where = f"{srv.identity['engine']} on {srv.identity['device']}"
-        limits = f"max_slots {srv.engine.max_slots}, max_rows {srv.engine.max_rows}, max_context {srv.engine.max_context}"
+        engine = srv.engine
+        limits = f"max_slots {engine.max_slots}, max_rows {engine.max_rows}, max_context {engine.max_context}"
         print(f"qtui serve: {srv.url} ({where}, {limits}{extra})", flush=True)
         await stop.wait()
         print(f"qtui serve: draining (up to {args.drain_timeout:g} s)", flush=True)

@@ -118,7 +118,8 @@ def _check_text(field: str, text: str) -> None:
     """Reject a string holding a lone surrogate; the message names its index, never the character."""
     hit = _LONE_SURROGATE.search(text)
     if hit is not None:
-        raise BadRequest(f"`{field}` is not valid Unicode: lone surrogate U+{ord(hit.group()):04X} at index {hit.start()}")
+        where = f"lone surrogate U+{ord(hit.group()):04X} at index {hit.start()}"
+        raise BadRequest(f"`{field}` is not valid Unicode: {where}")
 
 
 def _parse_generate(frame: dict[str, Any], max_context: int, n_vocab: int) -> Generate:

@@ -4,8 +4,9 @@ One `step()` = admit waiting requests into free slots, feed each prefilling requ
 (`prefill_chunk` tokens, so a long prompt never stalls running decodes; state is per slot, so a newcomer's
 prefill never changes what the running requests compute), then ONE `engine.decode(slots, tokens)` for every
 request in decode state (several calls of at most `engine.max_rows` rows each when more slots decode, each
-reported as its own `Step` with the m the engine ran). Requests join and leave only at step boundaries. With `verify_parity`, an idle
-scheduler re-runs each finished request alone in a fresh slot and reports whether its tokens match.
+reported as its own `Step` with the m the engine ran). Requests join and leave only at step boundaries. With
+`verify_parity`, an idle scheduler re-runs each finished request alone in a fresh slot and reports whether its
+tokens match.
 
 It knows the engine only through `BatchEngine` (qtui/engine/base.py). Invariant (checked by
 `check_integrity`): engine free slots + slots held here == max_slots.

@@ -361,8 +361,9 @@ class QtuiServer:
 
     def _settings_json(self) -> dict[str, Any]:
         s = self.settings
-        return {"max_slots": self.engine.max_slots, "max_rows": self.engine.max_rows, "max_batch": self.engine.max_slots,
-                "max_context": self.engine.max_context, "window_ms": s.window_ms,
+        e = self.engine
+        return {"max_slots": e.max_slots, "max_rows": e.max_rows, "max_batch": e.max_slots,
+                "max_context": e.max_context, "window_ms": s.window_ms,
                 "queue_size": s.queue_size, "max_per_connection": s.per_connection_limit,
                 "verify_parity": s.verify_parity, "prefill_chunk": s.prefill_chunk,
                 "max_message_bytes": s.max_message_bytes, "drain_timeout": s.drain_timeout}  # fmt: skip
