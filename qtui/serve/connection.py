@@ -10,13 +10,18 @@ cancelled by the handler's cleanup); every other connection is untouched.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from starlette.websockets import WebSocketDisconnect
+
 from qtui.serve.protocol import dumps
 
 DEFAULT_MAX_QUEUED_BYTES = 16 << 20
+CLOSE_TIMEOUT_S = 1.0
+log = logging.getLogger("qtui.serve")
 
 
 class TextSocket(Protocol):
@@ -37,6 +42,7 @@ class Connection:
         self.peak_queued_bytes = 0
         self._abort = abort
         self._close = close
+        self._closing = False  # set once a close frame is on its way
         self._frames: deque[str] = deque()
         self._stats: str | None = None
         self._wake = asyncio.Event()
@@ -48,7 +54,7 @@ class Connection:
         return f"c{self.number}:{client_id}"
 
     def send(self, frame: dict[str, Any]) -> None:
-        if self.is_dropped:
+        if self.is_dropped or self._closing:  # nothing more goes out
             return
         text = dumps(frame)
         size = len(text)  # characters: a cheap upper-bound proxy for the UTF-8 bytes of ASCII-heavy JSON
@@ -62,7 +68,7 @@ class Connection:
         self._wake.set()
 
     def send_stats(self, text: str) -> None:
-        if self.is_dropped:
+        if self.is_dropped or self._closing:
             return
         self._stats = text  # replaces an unsent older frame
         self._idle.clear()
@@ -83,6 +89,7 @@ class Connection:
 
     async def close(self, code: int, reason: str, timeout: float) -> bool:
         """Send a close frame within `timeout` seconds; False if the socket could not take it in time."""
+        self._closing = True
         if self._close is None:
             return False
         try:
@@ -92,7 +99,9 @@ class Connection:
         return True
 
     async def run_sender(self) -> None:
-        """Write queued frames in order, then the latest stats frame; ends when the socket fails."""
+        """Write queued frames in order, then the latest stats frame; ends when the socket fails. A failure that
+        is not the socket going away (a frame the transport cannot encode: a bug) is logged and closes this
+        connection with 1011, so its client learns of it and its requests are cancelled by the handler."""
         try:
             while not self.is_dropped:
                 await self._wake.wait()
@@ -105,8 +114,17 @@ class Connection:
                         text, self._stats = self._stats, None  # type: ignore[assignment]
                     await self.ws.send_text(text)
                 self._idle.set()
-        except Exception:  # the socket closed or failed: nothing more can be sent
+        except (OSError, WebSocketDisconnect):  # the socket closed or failed: nothing more can be sent
             self._idle.set()
+        except Exception:
+            self._idle.set()
+            if self._closing:  # our own close frame went first: sending after it fails by design
+                return
+            log.error("sender of connection %d failed; closing this connection only", self.number, exc_info=True)
+            self._frames.clear()
+            self._stats = None
+            if not await self.close(1011, "internal error", CLOSE_TIMEOUT_S):
+                self.drop()
 
     async def flushed(self, timeout: float) -> bool:
         """Wait until everything queued has been handed to the socket (or `timeout` seconds); True if it was."""

@@ -2,7 +2,8 @@
 
 The asyncio server reaches it only through `submit / cancel / drain / abort / stop`, which put typed commands
 on a thread-safe inbox; it reaches the server only through the `sinks` (each must not block: the server's
-sink is `loop.call_soon_threadsafe`, the recorder's a queue put). The thread never waits on a socket.
+sink is `loop.call_soon_threadsafe`; the loop hands events on to the stats feed, metrics and recorder). The
+thread never waits on a socket.
 
 Batch window: when no client request is live and one arrives, the thread waits up to `window_ms` for more
 before the first step, so a burst of c requests forms one batch of c.
@@ -102,7 +103,7 @@ class EngineThread:
                     sched.check_integrity()  # idle: slot accounting must balance
             except Exception as exc:  # an engine failure must not kill the loop: error the live requests
                 log.error("engine step failed; erroring live requests", exc_info=True)
-                out += sched.abort_all("internal", f"engine step failed: {type(exc).__name__}: {exc}")
+                out += sched.engine_failed(exc)
             self._emit(out)
 
     def _drain_inbox(self, out: list[ev.Event], first: _Command | None) -> None:

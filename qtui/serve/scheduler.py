@@ -3,11 +3,13 @@
 One `step()` = admit waiting requests into free slots, feed each prefilling request one prompt chunk
 (`prefill_chunk` tokens, so a long prompt never stalls running decodes; state is per slot, so a newcomer's
 prefill never changes what the running requests compute), then ONE `engine.decode(slots, tokens)` for every
-request in decode state. Requests join and leave only at step boundaries. With `verify_parity`, an idle
-scheduler re-runs each finished request alone in a fresh slot and reports whether its tokens match.
+request in decode state (several calls of at most `engine.max_rows` rows each when more slots decode, each
+reported as its own `Step` with the m the engine ran). Requests join and leave only at step boundaries. With
+`verify_parity`, an idle scheduler re-runs each finished request alone in a fresh slot and reports whether its
+tokens match.
 
 It knows the engine only through `BatchEngine` (qtui/engine/base.py). Invariant (checked by
-`check_integrity`): engine free slots + slots held here == max_batch.
+`check_integrity`): engine free slots + slots held here == max_slots.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Callable
 
 from qtui.engine.base import BatchEngine
 from qtui.engine.sampling import Choice
-from qtui.errors import Overloaded, PromptTooLong, ShuttingDown
+from qtui.errors import EngineError, EngineFailed, Overloaded, PromptTooLong, ShuttingDown
 from qtui.serve import events as ev
 from qtui.serve.reply import accept_token, first_divergence
 from qtui.serve.request import GenerateParams, Request, Status, TextCodec
@@ -41,13 +43,15 @@ class Scheduler:
         assert queue_size >= 1 and prefill_chunk >= 1
         self.engine = engine
         self.codec = codec
-        self.max_batch = engine.max_slots
+        self.max_slots = engine.max_slots  # requests holding state at once
+        self.max_rows = engine.max_rows  # rows one engine decode call may hold
         self.max_context = engine.max_context
         self.queue_size = queue_size
         self.prefill_chunk = prefill_chunk
         self.verify_parity = verify_parity
         self.clock = clock
         self.is_draining = False
+        self.failure: EngineFailed | None = None  # set by a fatal engine error: every later submit gets it
         self._waiting: deque[Request] = deque()
         self._running: dict[str, Request] = {}  # rid -> request holding a slot (admission order)
         self._to_verify: deque[Request] = deque()  # finished requests awaiting their solo re-run
@@ -80,8 +84,8 @@ class Scheduler:
         if self._verifying is not None and self._verifying.slot is not None:
             held.append(self._verifying.slot)
         assert len(set(held)) == len(held), f"slot held twice: {held}"
-        assert self.engine.num_free_slots() + len(held) == self.max_batch, (
-            f"slot leak: free {self.engine.num_free_slots()} + held {len(held)} != {self.max_batch}"
+        assert self.engine.num_free_slots() + len(held) == self.max_slots, (
+            f"slot leak: free {self.engine.num_free_slots()} + held {len(held)} != {self.max_slots}"
         )
         assert all(r.status is Status.WAITING for r in self._waiting)
 
@@ -91,8 +95,12 @@ class Scheduler:
     ) -> list[ev.Event]:
         """Queue a request. Returns [Arrived] or [Arrived, Error] (prompt_too_long, overloaded, shutting_down)."""
         now = self.clock()
-        out: list[ev.Event] = [ev.Arrived(now, rid, list(prompt), params.to_json())]
+        # a prompt over the context never runs: its event (and recording line) carries its size, not a MiB of ids
+        kept = list(prompt) if len(prompt) < self.max_context else None
+        out: list[ev.Event] = [ev.Arrived(now, rid, kept, params.to_json(), len(prompt))]
         try:
+            if self.failure is not None:
+                raise self.failure
             if self.is_draining:
                 raise ShuttingDown("server is draining: not admitting new requests")
             if not prompt:
@@ -104,7 +112,7 @@ class Scheduler:
                 )
             if len(self._waiting) >= self.queue_size + self.engine.num_free_slots():  # free slots admit next step
                 raise Overloaded(f"wait queue full ({self.queue_size} requests waiting for a slot)")
-        except (ShuttingDown, PromptTooLong, Overloaded) as exc:
+        except (EngineFailed, ShuttingDown, PromptTooLong, Overloaded) as exc:
             out.append(ev.Error(now, rid, exc.code, exc.message))
             return out
         req = Request(rid, list(prompt), params, now if arrival_t is None else arrival_t)
@@ -121,15 +129,26 @@ class Scheduler:
         self._retire(req)
         return [ev.Cancelled(now, rid), self._done_event(req, "cancelled", now)]
 
-    def abort_all(self, code: str, message: str) -> list[ev.Event]:
+    def abort_all(self, code: str, message: str, call: str | None = None) -> list[ev.Event]:
         """Error every live request (drain timeout, engine failure) and drop pending verifications."""
         now = self.clock()
         out: list[ev.Event] = []
         for req in [*self._running.values(), *self._waiting]:
             self._retire(req)
-            out.append(ev.Error(now, req.rid, code, message))
+            out.append(ev.Error(now, req.rid, code, message, call))
         self._abort_verification()
         self._to_verify.clear()
+        return out
+
+    def engine_failed(self, exc: Exception) -> list[ev.Event]:
+        """`step()` raised: error every live request with the engine's own code and failing call (`internal`
+        for an exception that is not an `EngineError`). After a fatal one, every later submit is refused."""
+        is_engine = isinstance(exc, EngineError)
+        code = exc.code if is_engine else "internal"
+        detail = exc.message if is_engine else f"{type(exc).__name__}: {exc}"
+        out = self.abort_all(code, f"engine step failed: {detail}", exc.call if is_engine else None)
+        if is_engine and exc.is_fatal:
+            self.failure = EngineFailed(f"the engine failed for good ({detail}); restart the server")
         return out
 
     # ---- the step ------------------------------------------------------------------------------------------
@@ -192,8 +211,11 @@ class Scheduler:
         return choices[-1].token, choices[-1]
 
     def _decode(self, reqs: list[Request], out: list[ev.Event], verify: bool = False) -> None:
-        if not reqs:
-            return
+        """One engine call per `max_rows` requests (in admission order), each its own Step."""
+        for i in range(0, len(reqs), self.max_rows):
+            self._decode_rows(reqs[i : i + self.max_rows], out, verify)
+
+    def _decode_rows(self, reqs: list[Request], out: list[ev.Event], verify: bool) -> None:
         slots = [r.slot for r in reqs]
         feed = [r.tokens[-1] for r in reqs]
         t0 = time.perf_counter()

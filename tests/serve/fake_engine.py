@@ -22,8 +22,10 @@ class FakeEngine:
     name = "fake"
     config = None
 
-    def __init__(self, max_slots: int = 4, max_context: int = 64, n_vocab: int = 50, step_delay_s: float = 0.0):
+    def __init__(self, max_slots: int = 4, max_context: int = 64, n_vocab: int = 50, step_delay_s: float = 0.0,
+                 max_rows: int | None = None):
         self.max_slots = max_slots
+        self.max_rows = max_rows or max_slots  # fewer rows than slots: the scheduler must split its decodes
         self.max_context = max_context
         self.n_vocab = n_vocab
         self.step_delay_s = step_delay_s  # makes a decode step take time, for mid-stream cancel tests
@@ -66,6 +68,7 @@ class FakeEngine:
     def decode(self, slots: Sequence[int], tokens: Sequence[int],
                sampling: Sequence[SamplingParams] | None = None) -> list[int]:  # fmt: skip
         assert len(set(slots)) == len(slots) == len(tokens) >= 1
+        assert len(slots) <= self.max_rows, f"decode of {len(slots)} rows > max_rows {self.max_rows}"
         self.decode_calls.append(list(slots))
         if self.step_delay_s:
             time.sleep(self.step_delay_s)

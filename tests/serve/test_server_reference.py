@@ -91,7 +91,7 @@ async def test_real_load_replies_equal_solo(stack, tiny_gguf):
     """A smaller real-engine load: 48 requests from 12 clients over 4 slots, staggered, short replies."""
     _, tokenizer, engine = stack
     prompts = make_prompts(tokenizer, 48, seed=7)
-    async with start_server(tiny_gguf, engine="cpu", port=0, max_batch=4, max_context=MAX_CONTEXT, window_ms=2) as srv:
+    async with start_server(tiny_gguf, engine="cpu", port=0, max_slots=4, max_context=MAX_CONTEXT, window_ms=2) as srv:
         clients = [await Client.connect(srv.url) for _ in range(12)]
 
         async def client_loop(k: int):
@@ -105,3 +105,12 @@ async def test_real_load_replies_equal_solo(stack, tiny_gguf):
         assert reply.done is not None, reply.error
         assert reply.tokens == solo_generate(engine, p, 4, tokenizer.eos_token_ids)
     assert max(r.done["max_m"] for _, r in results) > 1
+
+
+def test_serve_flags_name_slots_and_keep_the_old_max_batch():
+    from qtui.cli import build_parser
+
+    parse = build_parser().parse_args
+    assert parse(["serve", "m.gguf", "--max-batch", "3"]).max_slots == 3  # the old name still sets slots
+    assert parse(["serve", "m.gguf", "--max-slots", "5", "--max-per-connection", "2"]).max_slots == 5
+    assert parse(["serve", "m.gguf"]).max_per_connection is None
