@@ -1,12 +1,16 @@
 """The Sans-I/O continuous-batching scheduler: `submit / cancel / step() -> events`, no threads, no sockets.
 
-One `step()` = admit waiting requests into free slots, feed each prefilling request one prompt chunk
-(`prefill_chunk` tokens, so a long prompt never stalls running decodes; state is per slot, so a newcomer's
-prefill never changes what the running requests compute), then ONE `engine.decode(slots, tokens)` for every
-request in decode state (several calls of at most `engine.max_rows` rows each when more slots decode, each
-reported as its own `Step` with the m the engine ran). Requests join and leave only at step boundaries. With
-`verify_parity`, an idle scheduler re-runs each finished request alone in a fresh slot and reports whether its
-tokens match.
+One `step()` = admit waiting requests into free slots, feed prompt tokens to the prefilling requests, at most
+`max_prefill_tokens` of them per step across all requests (a token budget, as vLLM's chunked prefill: a long
+prompt arriving while many slots decode costs them one bounded chunk per step, never a frozen stream), then
+ONE `engine.decode(slots, tokens)` for every request in decode state (several calls of at most
+`engine.max_rows` rows each when more slots decode, each reported as its own `Step` with the m the engine ran).
+The budget goes to prefilling requests in admission order (first come, first served; a request that cannot use
+what is left does not block a later one that can). A piece that does not finish its prompt is a whole number
+of the engine's prefill chunks, so the engine runs full chunks (results do not depend on it: state is per
+slot and chunking is bitwise invisible, DESIGN invariant 7). Requests join and leave only at step boundaries.
+With `verify_parity`, an idle scheduler re-runs each finished request alone in a fresh slot and reports
+whether its tokens match.
 
 It knows the engine only through `BatchEngine` (qtui/engine/base.py). Invariant (checked by
 `check_integrity`): engine free slots + slots held here == max_slots.
@@ -27,6 +31,7 @@ from qtui.serve.request import GenerateParams, Request, Status, TextCodec
 
 
 MAX_PENDING_VERIFICATIONS = 4096  # beyond this (a server never idle), finished requests are not re-run
+DEFAULT_MAX_PREFILL_TOKENS = 256  # the budget for an engine that states no prefill chunk (numpy, fakes)
 
 
 class Scheduler:
@@ -36,18 +41,24 @@ class Scheduler:
         codec: TextCodec,
         *,
         queue_size: int = 256,
-        prefill_chunk: int = 256,
+        max_prefill_tokens: int | None = None,
         verify_parity: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        assert queue_size >= 1 and prefill_chunk >= 1
+        """`max_prefill_tokens`: prompt tokens per step over all requests (default: the engine's
+        `describe()["prefill_chunk"]`, else DEFAULT_MAX_PREFILL_TOKENS)."""
+        engine_chunk = engine.describe().get("prefill_chunk")  # None: the engine has no preferred chunk
+        budget = max_prefill_tokens or int(engine_chunk or DEFAULT_MAX_PREFILL_TOKENS)
+        assert queue_size >= 1 and budget >= 1
         self.engine = engine
         self.codec = codec
         self.max_slots = engine.max_slots  # requests holding state at once
         self.max_rows = engine.max_rows  # rows one engine decode call may hold
         self.max_context = engine.max_context
         self.queue_size = queue_size
-        self.prefill_chunk = prefill_chunk
+        self.max_prefill_tokens = budget
+        # partial pieces are multiples of this, so every piece starts on an engine chunk boundary of the prompt
+        self.prefill_align = min(int(engine_chunk), budget) if engine_chunk else 1
         self.verify_parity = verify_parity
         self.clock = clock
         self.is_draining = False
@@ -153,7 +164,7 @@ class Scheduler:
 
     # ---- the step ------------------------------------------------------------------------------------------
     def step(self) -> list[ev.Event]:
-        """Admit → prefill one chunk each → one batched decode. Then, if idle, one verification step."""
+        """Admit → prefill up to the token budget → one batched decode. Then, if idle, one verification step."""
         out: list[ev.Event] = []
         if self.has_live and self._verifying is not None:
             self._abort_verification()  # client work comes first; the re-run restarts later from scratch
@@ -177,12 +188,22 @@ class Scheduler:
         req.detok = self.codec.new_detokenizer()
 
     def _prefill(self, reqs: list[Request], out: list[ev.Event]) -> None:
+        """Feed up to `max_prefill_tokens` prompt tokens in all, to `reqs` in order (admission order)."""
+        budget = self.max_prefill_tokens
         for req in reqs:
+            if budget == 0:
+                break
             if req.status is not Status.PREFILL:
                 continue
             assert req.slot is not None
             start = req.num_prefilled
-            chunk = req.prompt[start : start + self.prefill_chunk]
+            n = min(len(req.prompt) - start, budget)
+            if start + n < len(req.prompt):
+                n -= n % self.prefill_align  # whole engine chunks, except a prompt's last piece
+            if n == 0:
+                continue
+            budget -= n
+            chunk = req.prompt[start : start + n]
             t0 = time.perf_counter()
             nxt, choice = self._prefill_call(req, chunk, start)
             ms = (time.perf_counter() - t0) * 1e3

@@ -51,7 +51,7 @@ class ServeSettings:
     api_key: str | None = None
     drain_timeout: float = 30.0
     max_message_bytes: int = proto.MAX_MESSAGE_BYTES
-    prefill_chunk: int = 256
+    max_prefill_tokens: int | None = None  # prompt tokens per step, all requests; None: the engine's prefill chunk
     stats_interval: float = 0.25
     max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES  # per WebSocket: a client that stops reading is dropped
 
@@ -61,6 +61,8 @@ class ServeSettings:
         if self.api_key is not None and (not self.api_key or self.api_key != self.api_key.strip()):
             # HTTP drops whitespace around a header value, so such a key could only match a different one
             raise BadRequest("--api-key must be non-empty and must not start or end with whitespace")
+        if self.max_prefill_tokens is not None and self.max_prefill_tokens < 1:
+            raise BadRequest(f"--max-prefill-tokens must be >= 1, got {self.max_prefill_tokens}")
         if self.max_per_connection is not None and self.max_per_connection < 1:
             raise BadRequest(f"--max-per-connection must be >= 1, got {self.max_per_connection}")
 
@@ -116,11 +118,10 @@ class QtuiServer(WebSocketSide):
         self.is_draining = False
         self.stats = StatsFeed(self.identity, self.start_t)
         self.metrics = Metrics()
+        self.scheduler = Scheduler(engine, _Codec(tokenizer), queue_size=settings.queue_size,
+                                   max_prefill_tokens=settings.max_prefill_tokens,
+                                   verify_parity=settings.verify_parity)  # fmt: skip
         self.recorder = Recorder(settings.record, self._header(), self.start_t) if settings.record else None
-        self.scheduler = Scheduler(
-            engine, _Codec(tokenizer), queue_size=settings.queue_size, prefill_chunk=settings.prefill_chunk,
-            verify_parity=settings.verify_parity,
-        )  # fmt: skip
         self._routes: dict[str, Route] = {}  # rid -> where its events go
         self._connections: set[Connection] = set()
         self._numbers = itertools.count(1)
@@ -316,7 +317,7 @@ class QtuiServer(WebSocketSide):
         return {"max_slots": e.max_slots, "max_rows": e.max_rows, "max_batch": e.max_slots,
                 "max_context": e.max_context, "window_ms": s.window_ms, "queue_size": s.queue_size,
                 "max_per_connection": s.per_connection_limit, "verify_parity": s.verify_parity,
-                "prefill_chunk": s.prefill_chunk, "max_message_bytes": s.max_message_bytes,
+                "max_prefill_tokens": self.scheduler.max_prefill_tokens, "max_message_bytes": s.max_message_bytes,
                 "drain_timeout": s.drain_timeout}  # fmt: skip
 
     def _header(self) -> dict[str, Any]:

@@ -23,7 +23,9 @@ class FakeEngine:
     config = None
 
     def __init__(self, max_slots: int = 4, max_context: int = 64, n_vocab: int = 50, step_delay_s: float = 0.0,
-                 max_rows: int | None = None):
+                 max_rows: int | None = None, prefill_chunk: int | None = None):
+        self.prefill_chunk = prefill_chunk  # stated in describe() as the CUDA engine does (None: not stated)
+        self.prefill_calls: list[tuple[int, int]] = []  # (slot, tokens) of every prefill call, in order
         self.max_slots = max_slots
         self.max_rows = max_rows or max_slots  # fewer rows than slots: the scheduler must split its decodes
         self.max_context = max_context
@@ -62,6 +64,7 @@ class FakeEngine:
 
     def prefill(self, slot: int, tokens: Sequence[int], sampling: SamplingParams | None = None) -> int:
         assert len(tokens) >= 1
+        self.prefill_calls.append((slot, len(tokens)))
         self._feed(slot, tokens)
         return self._next(slot, sampling)
 
@@ -89,7 +92,8 @@ class FakeEngine:
         return [fake_choice(t, p.logprobs) for t, p in zip(self.decode(slots, tokens, sampling), sampling)]
 
     def describe(self) -> dict[str, Any]:
-        return {"engine": "fake", "device": "host (fake)", "max_slots": self.max_slots, "max_context": self.max_context}
+        out = {"engine": "fake", "device": "host (fake)", "max_slots": self.max_slots, "max_context": self.max_context}
+        return out if self.prefill_chunk is None else {**out, "prefill_chunk": self.prefill_chunk}
 
 
 def next_token(history: list[int], n_vocab: int, sampling: SamplingParams | None = None) -> int:

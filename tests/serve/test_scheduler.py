@@ -76,7 +76,7 @@ def test_decodes_hold_at_most_max_rows_and_each_engine_call_is_its_own_step():
 def test_continuous_batching_join_and_leave_keeps_replies():
     """Requests arriving while others decode join at step boundaries; nobody's reply changes."""
     rng = random.Random(7)
-    sched, _ = make(max_slots=4, max_context=200, prefill_chunk=5)
+    sched, _ = make(max_slots=4, max_context=200, max_prefill_tokens=20)
     expected: dict[str, list[int]] = {}
     events: list[ev.Event] = []
     for i in range(30):
@@ -91,9 +91,9 @@ def test_continuous_batching_join_and_leave_keeps_replies():
     done = dones(events)
     assert {rid: d.tokens for rid, d in done.items()} == expected
     assert max(e.m for e in events if isinstance(e, ev.Step)) == 4
-    # a 40-token prompt in chunks of 5 takes 8 prefill events
+    # 20 prompt tokens per step in all: a 40-token prompt takes at least 2 prefill pieces
     pre = [e for e in events if isinstance(e, ev.Prefilled)]
-    assert all(e.n <= 5 for e in pre)
+    assert all(e.n <= 20 for e in pre) and len(pre) > 30
 
 
 def test_eos_stops_and_is_kept_in_tokens():

@@ -54,14 +54,15 @@ def make_prompts(tokenizer, n: int, seed: int) -> list[list[int]]:
 def test_scheduler_batch_of_c_equals_solo(stack, c):
     _, tokenizer, engine = stack
     prompts = make_prompts(tokenizer, c, seed=c)
-    sched = Scheduler(engine, _Codec(tokenizer), prefill_chunk=16)
+    sched = Scheduler(engine, _Codec(tokenizer), max_prefill_tokens=16 * c)
     for i, p in enumerate(prompts):
         sched.submit(f"r{i}", p, GenerateParams(max_tokens=8, ignore_eos=i % 2 == 1))
     events = []
     while sched.has_work:
         events += sched.step()
         sched.check_integrity()
-    # prompts of up to 40 tokens prefill in chunks of 16 over <= 3 steps; then all c decode together
+    # prompts of up to 40 tokens, 16c prompt tokens per step: every prompt is in within 3 steps (some cut
+    # mid-prompt at the budget's edge, so chunked prefill is exercised); then all c decode together
     assert max(e.m for e in events if isinstance(e, ev.Step)) == c
     done = {e.rid: e for e in events if isinstance(e, ev.Done)}
     for i, p in enumerate(prompts):
