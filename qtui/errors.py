@@ -4,6 +4,7 @@
     ├── ModelFileError             bad_model         corrupt / truncated / unsupported GGUF (names key or tensor)
     ├── EngineError                engine_error
     │   ├── EngineUnavailable      engine_unavailable  (e.g. --engine cuda on a machine without a driver)
+    │   │   └── InsufficientDeviceMemory  device_memory  the GPU cannot hold weights + state pools (names the shortfall)
     │   ├── EngineFailed           engine_failed     after a fatal engine error: nothing runs until a restart
     │   └── CudaError              cuda_error        a driver call failed (names the call and CUresult)
     └── RequestError               (a client's request; the server maps it to an `error` frame, HTTP-400/429-like)
@@ -50,6 +51,16 @@ class EngineError(QtuiError):
 
 class EngineUnavailable(EngineError):
     code = "engine_unavailable"
+
+
+class InsufficientDeviceMemory(EngineUnavailable):
+    """At start: weights + state pools + scratch do not fit in the GPU's free memory (`need`, `free` in bytes)."""
+
+    code = "device_memory"
+
+    def __init__(self, message: str, *, need: int, free: int) -> None:
+        super().__init__(message)
+        self.need, self.free = need, free
 
 
 class EngineFailed(EngineError):

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-DEFAULTS: dict[str, Any] = {"engine": "auto", "max_slots": 16, "max_context": 4096}
+DEFAULTS: dict[str, Any] = {"engine": "auto", "max_slots": None, "max_context": 4096}  # slots None: per engine
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -25,12 +25,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=("auto", "cuda", "cpu"), default="auto", help="engine (default: auto)")
     p.add_argument("--host", default="127.0.0.1", help="bind address (non-loopback needs --api-key)")
     p.add_argument("--port", type=int, default=8765, help="port (0: any free port; default 8765)")
-    p.add_argument("--max-slots", "--max-batch", dest="max_slots", type=int, default=16, metavar="N",
-                   help="slots: requests decoding at once (default 16; --max-batch is the old name). An engine "
-                   "call holds at most the engine's max_rows of them; more slots decode in several calls")  # fmt: skip
+    p.add_argument("--max-slots", "--max-batch", dest="max_slots", type=int, default=None, metavar="N",
+                   help="slots: requests decoding at once (default 64 on cuda, 16 on cpu; --max-batch is the old "
+                   "name). An engine call holds at most the engine's max_rows of them; more decode in several "
+                   "calls")  # fmt: skip
     p.add_argument("--window-ms", type=float, default=5.0, help="batch window: an idle server waits this long "
                    "after a request for more, so a burst forms one batch (default 5)")  # fmt: skip
     p.add_argument("--max-context", type=int, default=4096, help="tokens per slot, prompt + reply (default 4096)")
+    p.add_argument("--max-prefill-tokens", type=int, default=None, metavar="N", help="prompt tokens per step over "
+                   "all requests, so a long prompt cannot stall running streams (default: the engine's prefill "
+                   "chunk, 256)")  # fmt: skip
     p.add_argument("--queue-size", type=int, default=256, help="wait queue bound; beyond it: overloaded (default 256)")
     p.add_argument("--max-per-connection", type=int, default=None, metavar="N", help="requests one connection may "
                    "have running or queued; beyond it: overloaded (default max(4, queue-size / 4))")  # fmt: skip
@@ -44,7 +48,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "finish after SIGINT/SIGTERM (default 30)")  # fmt: skip
 
 
-def open_stack(model_path: str | Path, engine: str, max_slots: int, max_context: int) -> tuple[Any, Any, Any]:
+def open_stack(model_path: str | Path, engine: str, max_slots: int | None,
+               max_context: int) -> tuple[Any, Any, Any]:  # fmt: skip
     """(GGUFModel, Tokenizer, BatchEngine) for a model file. Blocking (reads and hashes the file)."""
     from qtui.engine.load import load_engine
     from qtui.model.gguf_file import GGUFModel
@@ -84,7 +89,7 @@ async def _serve_until_signal(args: argparse.Namespace) -> int:
         engine=args.engine, max_slots=args.max_slots, max_context=args.max_context, host=args.host, port=args.port,
         window_ms=args.window_ms, queue_size=args.queue_size, max_per_connection=args.max_per_connection,
         record=args.record, verify_parity=args.verify_parity, api_key=args.api_key, drain_timeout=args.drain_timeout,
-        max_queued_bytes=args.max_queued_bytes,
+        max_queued_bytes=args.max_queued_bytes, max_prefill_tokens=args.max_prefill_tokens,
     )  # fmt: skip
     async with start_server(args.model, **options) as srv:
         stop = asyncio.Event()
@@ -94,7 +99,8 @@ async def _serve_until_signal(args: argparse.Namespace) -> int:
         extra = f", recording to {srv.recorder.path}" if srv.recorder else ""
         where = f"{srv.identity['engine']} on {srv.identity['device']}"
         engine = srv.engine
-        limits = f"max_slots {engine.max_slots}, max_rows {engine.max_rows}, max_context {engine.max_context}"
+        limits = (f"max_slots {engine.max_slots}, max_rows {engine.max_rows}, max_context {engine.max_context}, "
+                  f"max_prefill_tokens {srv.scheduler.max_prefill_tokens}")  # fmt: skip
         print(f"qtui serve: {srv.url} ({where}, {limits}{extra})", flush=True)
         await stop.wait()
         print(f"qtui serve: draining (up to {args.drain_timeout:g} s)", flush=True)
