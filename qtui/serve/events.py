@@ -38,8 +38,8 @@ class Prefilled:
     ms: float
 
 
-@dataclass(frozen=True, slots=True)
-class Token:
+@dataclass(slots=True)  # not frozen, but read-only as the others: one per generated token, and a frozen
+class Token:  # dataclass's __init__ costs 3x (object.__setattr__ per field: 1.7 vs 0.5 us)
     t: float
     rid: str
     index: int  # 0-based position in the reply

@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable
 
 from qtui.engine.base import BatchEngine
-from qtui.engine.sampling import Choice
+from qtui.engine.sampling import GREEDY, Choice
 from qtui.errors import EngineError, EngineFailed, Overloaded, PromptTooLong, ShuttingDown
 from qtui.serve import events as ev
 from qtui.serve.reply import accept_token, first_divergence
@@ -242,13 +242,14 @@ class Scheduler:
         t0 = time.perf_counter()
         produced, choices = self._decode_call(reqs, slots, feed)  # type: ignore[arg-type]
         ms = (time.perf_counter() - t0) * 1e3
-        t_step = self.clock()
+        t_step = self.clock()  # one clock reading for the step's tokens: this loop runs per token
         assert len(produced) == len(reqs)
-        for req in reqs:
-            req.max_m = max(req.max_m, len(reqs))
+        m = len(reqs)
         pos = len(out)
         for req, tok, choice in zip(reqs, produced, choices):
-            self._accept(req, tok, out, choice if req.params.sampling.logprobs is not None else None)
+            if req.max_m < m:
+                req.max_m = m
+            self._accept(req, tok, out, choice if req.params.sampling.logprobs is not None else None, t_step)
         # the Step goes before its tokens; queue/active as they stand after the step's retirements
         queue, active = len(self._waiting), len(self._running)
         step = ev.Step(t_step, len(reqs), ms, slots, list(produced), queue, active, verify)  # type: ignore[arg-type]
@@ -257,15 +258,17 @@ class Scheduler:
     def _decode_call(self, reqs: list[Request], slots: list[int], feed: list[int]) -> tuple[list[int], list]:
         """The batch's decode: the plain greedy call when every row is greedy without logprobs (today's path)."""
         sampling = [r.params.sampling for r in reqs]
-        if any(r.params.sampling.logprobs is not None for r in reqs):
+        if any(p.logprobs is not None for p in sampling):
             choices = self.engine.decode_choices(slots, feed, sampling)
             return [c.token for c in choices], choices
-        if all(p.is_greedy for p in sampling):
+        if all(p is GREEDY or p.is_greedy for p in sampling):  # `is GREEDY`: the WS default, no property call
             return self.engine.decode(slots, feed), [None] * len(reqs)
         return self.engine.decode(slots, feed, sampling), [None] * len(reqs)
 
-    def _accept(self, req: Request, token: int, out: list[ev.Event], choice: Choice | None = None) -> None:
-        now = self.clock()
+    def _accept(self, req: Request, token: int, out: list[ev.Event], choice: Choice | None = None,
+                now: float | None = None) -> None:  # fmt: skip
+        if now is None:
+            now = self.clock()
         if req.first_token_t is None:
             req.first_token_t = now
         piece, reason = accept_token(req, token, self.codec.eos_token_ids)
