@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import json.encoder
 import re
 import secrets
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ MAX_MESSAGES = 1024  # chat turns per `messages` request: bounds the template re
 # A `\udXXX` escape without its pair is legal JSON but no UTF-8 encoder takes it: a string holding one can be
 # neither echoed to the client, nor shown to a subscriber, nor written to the recording.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_quote = json.encoder.encode_basestring  # a str as a JSON string literal, non-ASCII kept (as dumps does)
 
 
 class FrameRejected(Exception):
@@ -214,6 +216,16 @@ def token_frame(client_id: str, e: ev.Token) -> dict[str, Any]:
         frame["prompt_logprobs"] = [{"token": c.token, "logprob": c.logprob, "top_logprobs": [[t, lp] for t, lp in c.top]}
                                     for c in e.prompt]  # fmt: skip
     return frame
+
+
+def token_run_text(client_id: str, index: int, tokens: list[int], text: str) -> str:
+    """The encoded `token` frame of one or more plain tokens (no logprobs) of a request, built by hand: it is
+    the hot path (one per streamed token or run of tokens). One token: exactly `token_frame`'s fields; several:
+    `token` and `index` are the first's, `text` all their text, `tokens` every id (docs/protocol.md)."""
+    head = f'{{"op":"token","id":{_quote(client_id)},"index":{index},"token":{tokens[0]},"text":{_quote(text)}'
+    if len(tokens) == 1:
+        return head + "}"
+    return head + ',"tokens":[' + ",".join(map(str, tokens)) + "]}"
 
 
 def done_frame(client_id: str, e: ev.Done, seed: int | None = None) -> dict[str, Any]:

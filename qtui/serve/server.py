@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
@@ -25,7 +26,7 @@ from qtui.engine.base import BatchEngine
 from qtui.errors import BadRequest
 from qtui.serve import events as ev
 from qtui.serve import protocol as proto
-from qtui.serve.connection import DEFAULT_MAX_QUEUED_BYTES, Connection
+from qtui.serve.connection import DEFAULT_MAX_QUEUED_BYTES, Connection, FlushBatch
 from qtui.serve.engine_thread import EngineThread
 from qtui.serve.metrics import Metrics
 from qtui.serve.recorder import Recorder, git_commit
@@ -124,6 +125,7 @@ class QtuiServer(WebSocketSide):
         self.recorder = Recorder(settings.record, self._header(), self.start_t) if settings.record else None
         self._routes: dict[str, Route] = {}  # rid -> where its events go
         self._connections: set[Connection] = set()
+        self._flush_batch = FlushBatch()  # every connection's writes of one loop pass, in one callback
         self._numbers = itertools.count(1)
         self._host: Any = None  # host.UvicornHost while serving
         self._tasks: list[asyncio.Task[None]] = []
@@ -132,6 +134,9 @@ class QtuiServer(WebSocketSide):
         self._idle = asyncio.Event()  # set while no request is routed (drain waits on it)
         self._idle.set()
         self._hurry = asyncio.Event()  # set by `hurry()`: end the drain's wait now
+        self._inbound: list[list[ev.Event]] = []  # engine events not yet dispatched (engine thread -> loop)
+        self._inbound_lock = threading.Lock()
+        self._is_dispatch_pending = False
 
     # ---- lifecycle -----------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -242,9 +247,24 @@ class QtuiServer(WebSocketSide):
 
     # ---- engine events (engine thread -> loop) -------------------------------------------------------------
     def _sink(self, events: list[ev.Event]) -> None:
+        """Hand a step's events to the loop. While the loop has not yet taken earlier steps' events, this one
+        joins them and one callback takes them all: a loop that falls behind catches up in one pass, and each
+        connection then writes the tokens of several steps as one frame per request (connection.py)."""
         assert self._loop is not None
+        with self._inbound_lock:
+            self._inbound.append(events)
+            if self._is_dispatch_pending:
+                return
+            self._is_dispatch_pending = True
         with contextlib.suppress(RuntimeError):  # loop closed during shutdown
-            self._loop.call_soon_threadsafe(self._dispatch, events)
+            self._loop.call_soon_threadsafe(self._dispatch_inbound)
+
+    def _dispatch_inbound(self) -> None:
+        with self._inbound_lock:
+            batches, self._inbound = self._inbound, []
+            self._is_dispatch_pending = False
+        for events in batches:
+            self._dispatch(events)
 
     def _dispatch(self, events: list[ev.Event]) -> None:
         self.stats.consume(events)

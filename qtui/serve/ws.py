@@ -39,7 +39,7 @@ class WsRoute:
 
     def deliver(self, e: ev.Token | ev.Done | ev.Error) -> None:
         if isinstance(e, ev.Token):
-            self.conn.send(proto.token_frame(self.client_id, e))
+            self.conn.send_token(self.client_id, e)
             return
         self.conn.active.pop(self.client_id, None)
         if isinstance(e, ev.Done):
@@ -56,9 +56,10 @@ class WebSocketSide:
             await websocket.send_denial_response(denial)
             return
         await websocket.accept()
-        abort = websocket.scope.get("extensions", {}).get("qtui.transport", {}).get("abort")
+        transport = websocket.scope.get("extensions", {}).get("qtui.transport", {})
         conn = Connection(websocket, self.next_number(), max_queued_bytes=self.settings.max_queued_bytes,
-                          abort=abort, close=websocket.close)  # fmt: skip
+                          abort=transport.get("abort"), close=websocket.close, writer=transport.get("writer"),
+                          batch=self._flush_batch)  # fmt: skip
         self._connections.add(conn)
         sender = asyncio.create_task(conn.run_sender())
         conn.send({"op": "hello", **self.hello()})
