@@ -84,6 +84,15 @@ class EngineThread:
     def abort(self, code: str, message: str) -> None:
         self._inbox.put(_Abort(code, message))
 
+    @property
+    def cpu_time(self) -> float:
+        """CPU seconds the thread has used so far (Linux; 0.0 where the platform cannot tell). Measures the
+        Python side of serving: every second here is serial with the device."""
+        try:
+            return time.clock_gettime(time.pthread_getcpuclockid(self._thread.ident or 0))
+        except (AttributeError, OSError):
+            return 0.0
+
     def stop(self, timeout: float = 10.0) -> None:
         self._inbox.put(_Stop())
         if self._thread.is_alive():
