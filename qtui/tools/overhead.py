@@ -79,8 +79,10 @@ class PacedEngine:
                 "max_context": self.max_context}  # fmt: skip
 
 
-class _Detok:
-    def __init__(self, tok: LetterTokenizer) -> None:
+class PieceDetokenizer:
+    """Streams each token's own piece (`tok.piece(id)`): a tokenizer whose pieces are whole characters."""
+
+    def __init__(self, tok: Any) -> None:
         self.tok = tok
 
     def push(self, token_id: int) -> str:
@@ -104,8 +106,8 @@ class LetterTokenizer:
     def encode(self, text: str) -> list[int]:
         return [1 + ord(c) % (self.n_vocab - 1) for c in text]
 
-    def new_detokenizer(self) -> _Detok:
-        return _Detok(self)
+    def new_detokenizer(self) -> PieceDetokenizer:
+        return PieceDetokenizer(self)
 
 
 async def measure(clients: int, max_tokens: int, step_ms: float, rounds: int = 1) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from qtui.engine.sampling import Choice, SamplingParams
 from qtui.errors import Overloaded, PromptTooLong
+from qtui.tools.overhead import PieceDetokenizer
 
 EOS = 1
 
@@ -122,17 +123,6 @@ def solo_reply(prompt: list[int], max_tokens: int, n_vocab: int = 50, eos: int |
     return out
 
 
-class FakeDetokenizer:
-    def __init__(self, tok: FakeTokenizer) -> None:
-        self.tok = tok
-
-    def push(self, token_id: int) -> str:
-        return self.tok.piece(token_id)
-
-    def flush(self) -> str:
-        return ""
-
-
 class FakeTokenizer:
     """Token id t <-> the piece "<letter>" or "<letter><letter>"; id 1 is EOS. Letters a..z only."""
 
@@ -153,5 +143,5 @@ class FakeTokenizer:
     def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
         return "".join(f"<{m['role']}>{m['content']}" for m in messages) + ("<assistant>" if add_generation_prompt else "")
 
-    def new_detokenizer(self) -> FakeDetokenizer:
-        return FakeDetokenizer(self)
+    def new_detokenizer(self) -> PieceDetokenizer:
+        return PieceDetokenizer(self)
