@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 import struct
 from typing import Any
@@ -52,6 +53,27 @@ class _AbortableWebSocketProtocol(WebSocketsSansIOProtocol):
         self.transport.write(b"".join([*pending, *map(_text_frame, texts)]))
 
 
+def _tcp_listener(host: str, port: int) -> socket.socket:
+    """A listening socket whose accepted connections have TCP_NODELAY. asyncio sets it on a transport only when
+    the socket says IPPROTO_TCP, and `socket.create_server` leaves proto 0: every token frame then waited on
+    Nagle's algorithm for the client's delayed ACK (stalls of ~40 ms in every stream). So the socket is made
+    with its protocol named, and the option is also set on the listener, which accepted sockets inherit."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        if os.name == "posix":  # as create_server: rebinding a port in TIME_WAIT is fine
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind((host, port))
+        sock.listen()
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
 def _text_frame(text: str) -> bytes:
     payload = text.encode()
     n = len(payload)
@@ -80,8 +102,7 @@ class UvicornHost:
             ws_per_message_deflate=False, timeout_graceful_shutdown=1, server_header=False,
         )  # fmt: skip
         self.server = uvicorn.Server(self.config)
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self.sock = socket.create_server((host, port), family=family, reuse_port=False)
+        self.sock = _tcp_listener(host, port)
         self._ticker: asyncio.Task[None] | None = None
 
     @property
