@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 
 from serve.helpers import fake_server  # noqa: E402
 
-from qtui.tools.load import stream_row  # noqa: E402
+from qtui.tools.stream_load import stream_row  # noqa: E402
 
 
 async def test_stream_row_counts_every_token_of_every_client():
@@ -56,7 +56,18 @@ def test_load_command_prints_one_json_row(capsys):
 def test_overhead_tool_reports_a_row_per_step_time():
     import asyncio
 
-    from qtui.tools.overhead import measure
+    from qtui.tools.overhead import measure  # noqa: E402
 
     row = asyncio.run(measure(clients=4, max_tokens=16, step_ms=2.0))
     assert row["tokens"] == 64 and row["errors"] == [] and 0 < row["device_busy"] <= 1.05
+
+
+async def test_long_prompt_reports_the_gaps_streaming_clients_saw_during_its_prefill():
+    """A 1,000-token prompt fed 64 tokens a step (the budget) while 4 clients stream: its TTFT spans ~16
+    steps, and the streaming clients kept getting frames through it."""
+    async with fake_server(max_slots=5, max_context=1100, step_delay_s=0.002, max_prefill_tokens=64) as srv:
+        row = await stream_row(srv.url, clients=4, max_tokens=150, prompt_tokens=4, long_prompt=1000,
+                               long_after_s=0.05)  # fmt: skip
+    data = row.to_json()
+    assert data["long_prompt_tokens"] == 1000 and data["long_error"] is None and data["long_ttft_ms"] > 0
+    assert data["gap_ms_p50_during_long"] is not None and data["gap_ms_max_during_long"] < data["long_ttft_ms"]
