@@ -4,7 +4,7 @@
     ├── ModelFileError             bad_model         corrupt / truncated / unsupported GGUF (names key or tensor)
     ├── EngineError                engine_error
     │   ├── EngineUnavailable      engine_unavailable  (e.g. --engine cuda on a machine without a driver)
-    │   │   └── InsufficientDeviceMemory  device_memory  the GPU cannot hold weights + state pools (names the shortfall)
+    │   │   └── InsufficientDeviceMemory  device_memory  weights + state pools do not fit (names how short)
     │   ├── EngineFailed           engine_failed     after a fatal engine error: nothing runs until a restart
     │   └── CudaError              cuda_error        a driver call failed (names the call and CUresult)
     └── RequestError               (a client's request; the server maps it to an `error` frame, HTTP-400/429-like)

@@ -343,7 +343,8 @@ class QtuiServer(WebSocketSide):
     def _header(self) -> dict[str, Any]:
         described = self.engine.describe()
         return {"model": self.model.path, "sha256": self.model.sha256, "config": self.model.config,
-                "identity": self.identity, "engine": self.engine.name, "device": str(described.get("device", self.engine.name)),
+                "identity": self.identity, "engine": self.engine.name,
+                "device": str(described.get("device", self.engine.name)),
                 "engine_info": described, "commit": self.commit, "settings": self._settings_json()}  # fmt: skip
 
 

@@ -89,7 +89,8 @@ class WebSocketSide:
             await self._on_frame(conn, raw if raw is not None else message.get("bytes", b""))
 
     def _handshake_denial(self: QtuiServer, websocket: WebSocket) -> PlainTextResponse | None:
-        if self.settings.api_key and not is_authorized(websocket.headers, websocket.query_params, self.settings.api_key):
+        key = self.settings.api_key
+        if key and not is_authorized(websocket.headers, websocket.query_params, key):
             return PlainTextResponse("unauthorized: missing or wrong API key\n", status_code=401)
         if self.is_draining:
             return PlainTextResponse("server shutting down\n", status_code=503)

@@ -127,7 +127,8 @@ async def measure(clients: int, max_tokens: int, step_ms: float, rounds: int = 1
     loop_cpu = time.thread_time() - loop_cpu
     n = max(row["tokens"], 1)
     return {**row, "step_ms": step_ms, "paced_tok_s": round(clients / (step_ms / 1e3), 1),
-            "device_busy": round(engine.busy_s / row["wall_s"], 3), "engine_us_per_token": round(engine_cpu / n * 1e6, 2),
+            "device_busy": round(engine.busy_s / row["wall_s"], 3),
+            "engine_us_per_token": round(engine_cpu / n * 1e6, 2),
             "loop_us_per_token": round(loop_cpu / n * 1e6, 2)}  # fmt: skip
 
 
@@ -148,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{'engine us/tok':>13} {'loop us/tok':>11} {'tok/frame':>9} {'gap p99 ms':>10}")  # fmt: skip
     for r in rows:
         per_frame = r["tokens"] / max(r["frames"], 1)
-        print(f"{r['step_ms']:>7g} {r['paced_tok_s']:>11,.0f} {r['steady_tok_s'] or 0:>12,.0f} {r['agg_tok_s']:>10,.0f} "
+        print(f"{r['step_ms']:>7g} {r['paced_tok_s']:>11,.0f} {r['steady_tok_s'] or 0:>12,.0f} "
+              f"{r['agg_tok_s']:>10,.0f} "
               f"{r['device_busy']:>11.2f} {r['engine_us_per_token']:>13} {r['loop_us_per_token']:>11} "
               f"{per_frame:>9.2f} {r['gap_ms_p99']:>10}")  # fmt: skip
     return 0

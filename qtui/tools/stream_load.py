@@ -96,7 +96,8 @@ def _prompt(seed: int, n: int, n_vocab: int) -> list[int]:
 
 
 async def stream_row(url: str, clients: int = 64, max_tokens: int = 256, rounds: int = 1, prompt_tokens: int = 16,
-                     api_key: str | None = None, long_prompt: int = 0, long_after_s: float = 1.0) -> StreamRow:  # fmt: skip
+                     api_key: str | None = None, long_prompt: int = 0,
+                     long_after_s: float = 1.0) -> StreamRow:  # fmt: skip
     """Connect every client first (handshakes are not timed), then all send at once: each its own token-id
     prompt, `max_tokens` tokens, `rounds` times in a row. Aggregate tok/s = every streamed token / wall time.
     `long_prompt` > 0: one more client sends that many prompt tokens `long_after_s` seconds in."""
