@@ -15,6 +15,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("demo", "qtui.tools.demo", "tiny model + in-process server + climbing load + dashboard, in one command"),
     ("replay", "qtui.tools.replay", "play a recording into the dashboard, or re-send it --against a server"),
     ("parity", "qtui.tools.parity", "concurrency ladder: every batched reply must equal its solo reply"),
+    ("load", "qtui.tools.stream_load", "N clients streaming through a server: aggregate tok/s, TTFT, token gaps"),
     ("bench", "qtui.tools.bench", "decode/prefill speed, concurrency ladder, %% of the bandwidth floor"),
     ("generate", "qtui.engine.generate", "one-shot greedy generation from a prompt"),
     ("make-model", "qtui.model.synthetic", "write a synthetic qwen35 GGUF (tiny / 0.8b / 4b shapes)"),

@@ -29,6 +29,7 @@ class BatchEngine(Protocol):
     name: str  # "cpu" (numpy reference) or "cuda"
     config: Qwen35Config
     max_slots: int  # slot ids are 0 .. max_slots-1
+    max_rows: int  # the most rows (slots) ONE `decode` call may hold; the scheduler never passes more
     max_context: int  # tokens a slot may hold (prompt + generated)
 
     def alloc_slot(self) -> int:

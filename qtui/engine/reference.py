@@ -38,6 +38,7 @@ class ReferenceEngine(SlotBook):
         self.model = model
         self.config = cfg = model.config
         self._init_slots(max_slots, max_context, model.config.n_vocab)
+        self.max_rows = max_slots  # one decode call may hold every slot (each row is its own mat-vec)
         self._load_weights(model)
 
         # --- per-slot pools, indexed by slot id (never by batch position) ---

@@ -6,6 +6,7 @@ properties, so nothing can disagree with the metadata.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -171,4 +172,7 @@ class Qwen35Config:
             raise ModelFileError(f"inconsistent {ARCH} hyperparameters in metadata: {exc}") from exc
         if cfg.n_rot > cfg.head_dim or cfg.n_rot % 2:
             raise ModelFileError(f"{ARCH}.rope.dimension_count={cfg.n_rot} does not fit head_dim={cfg.head_dim}")
+        for key, value in (("attention.layer_norm_rms_epsilon", cfg.rms_eps), ("rope.freq_base", cfg.rope_theta)):
+            if not math.isfinite(value) or value <= 0:  # a NaN epsilon turns every reply into token 0 repeated
+                raise ModelFileError(f"metadata key '{ARCH}.{key}' is {value!r}: must be a finite number > 0")
         return cfg

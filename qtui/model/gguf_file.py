@@ -2,8 +2,9 @@
 
 `GGUFModel.open(path)` reads the file through `gguf.GGUFReader` (np.memmap, nothing copied), decodes the
 metadata to Python values, builds `Qwen35Config`, and checks every tensor the forward pass needs against
-`layout.expected_tensors` (name, shape, supported type, bytes inside the file). Anything wrong raises
-`ModelFileError` naming the key or tensor at fault. Extra tensors (the MTP block, nextn) are allowed.
+`layout.expected_tensors` (name, shape, supported type, bytes inside the file) and for NaN / Inf (finite.py
+says which values). Anything wrong raises `ModelFileError` naming the key or tensor at fault. Extra tensors
+(the MTP block, nextn) are allowed.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 from qtui.errors import ModelFileError
 from qtui.model import layout
 from qtui.model.config import Qwen35Config
+from qtui.model.finite import check_finite
 from qtui.model.quants import SUPPORTED_TYPES
 
 QT = gguf.GGMLQuantizationType
@@ -58,7 +60,10 @@ class GGUFModel:
         tensors = _tensor_table(reader, path)
         config = Qwen35Config.from_metadata(metadata, set(tensors))
         _validate(tensors, config, path)
-        return cls(path, reader, metadata, tensors, config)
+        model = cls(path, reader, metadata, tensors, config)
+        needed = layout.expected_tensors(config)  # the MTP block is never read: not checked
+        check_finite(((n, tensors[n].qtype, tensors[n].shape, model.raw(n)) for n in needed), path.name)
+        return model
 
     def raw(self, name: str) -> np.ndarray:
         """Zero-copy view of the stored bytes, numpy order: float32 / float16 arrays for F32 / F16,

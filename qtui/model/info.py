@@ -1,5 +1,6 @@
 """`qtui info MODEL`: architecture, sizes, layer kinds, tensor bytes per type, bytes read per decoded token,
-sha256, and the memory the weights plus per-slot caches need for a given --max-batch / --max-context.
+sha256, and the memory the weights plus per-slot state pools need for a given --max-slots / --max-context
+(default 64 slots: what `qtui serve --engine cuda` holds).
 
 The byte counting (`weight_bytes`, `weight_bytes_per_token`, `cache_bytes`) is reused by the benchmark to
 turn tok/s into % of the memory-bandwidth floor.
@@ -34,11 +35,11 @@ def weight_bytes_per_token(model: GGUFModel) -> int:
     return weight_bytes(model) - embd.n_bytes + row + head
 
 
-def cache_bytes(model: GGUFModel, max_batch: int, max_context: int) -> dict[str, int]:
+def cache_bytes(model: GGUFModel, max_slots: int, max_context: int) -> dict[str, int]:
     """float32 per-slot state pools: KV for attention layers, conv + delta-rule state for GDN layers."""
     cfg = model.config
-    kv = cfg.kv_floats_per_token() * FLOAT32_BYTES * max_context * max_batch
-    rec = cfg.recurrent_floats() * FLOAT32_BYTES * max_batch
+    kv = cfg.kv_floats_per_token() * FLOAT32_BYTES * max_context * max_slots
+    rec = cfg.recurrent_floats() * FLOAT32_BYTES * max_slots
     return {"kv_cache": kv, "recurrent_state": rec}
 
 
@@ -57,10 +58,10 @@ def layer_pattern(model: GGUFModel) -> str:
     return " ".join(letters[i : i + 4] for i in range(0, len(letters), 4))
 
 
-def describe(model: GGUFModel, max_batch: int = 16, max_context: int = 4096) -> dict[str, Any]:
+def describe(model: GGUFModel, max_slots: int = 64, max_context: int = 4096) -> dict[str, Any]:
     """Everything `qtui info` shows, as plain data (the --json output)."""
     cfg = model.config
-    caches = cache_bytes(model, max_batch, max_context)
+    caches = cache_bytes(model, max_slots, max_context)
     weights = weight_bytes(model)
     return {
         "path": str(model.path),
@@ -82,7 +83,7 @@ def describe(model: GGUFModel, max_batch: int = 16, max_context: int = 4096) -> 
         "weight_bytes": weights,
         "extra_tensor_bytes": sum(t.n_bytes for t in model.tensors.values()) - weights,
         "weight_bytes_per_token": weight_bytes_per_token(model),
-        "memory": {"max_batch": max_batch, "max_context": max_context, **caches,
+        "memory": {"max_slots": max_slots, "max_context": max_context, **caches,
                    "total": weights + caches["kv_cache"] + caches["recurrent_state"]},
     }
 
@@ -115,9 +116,11 @@ def format_text(d: dict[str, Any]) -> str:
         f"weights     {_mb(d['weight_bytes'])} read by the forward pass"
         + (f" (+{_mb(d['extra_tensor_bytes'])} unused extras)" if d["extra_tensor_bytes"] else ""),
         f"per token   {_mb(d['weight_bytes_per_token'])} of weights read per decoded token",
-        f"memory      for max batch {mem['max_batch']}, max context {mem['max_context']} (float32 state):",
+        f"memory      for {mem['max_slots']} slots, max context {mem['max_context']} (float32 state):",
         f"  weights {_mb(d['weight_bytes'])} + kv cache {_mb(mem['kv_cache'])} + recurrent state "
         f"{_mb(mem['recurrent_state'])} = {_mb(mem['total'])}",
+        f"  per slot {_mb((mem['kv_cache'] + mem['recurrent_state']) // max(mem['max_slots'], 1))}; the CUDA "
+        "engine adds scratch and sampling counts and checks the sum against free GPU memory at start",
     ]
     return "\n".join(lines)
 
@@ -125,7 +128,8 @@ def format_text(d: dict[str, Any]) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", metavar="MODEL", help="GGUF file")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
-    parser.add_argument("--max-batch", type=int, default=16, help="slots to size the caches for (default 16)")
+    parser.add_argument("--max-slots", "--max-batch", dest="max_slots", type=int, default=64, metavar="N",
+                        help="slots to size the state pools for (default 64, as `qtui serve --engine cuda`)")
     parser.add_argument("--max-context", type=int, default=4096, help="tokens per slot (default 4096)")
 
 
@@ -133,6 +137,6 @@ def run(args: argparse.Namespace) -> int:
     from qtui.model.gguf_file import GGUFModel
 
     with GGUFModel.open(args.model) as model:
-        d = describe(model, args.max_batch, args.max_context)
+        d = describe(model, args.max_slots, args.max_context)
     print(json.dumps(d, indent=2) if args.json else format_text(d))
     return 0

@@ -88,6 +88,7 @@ class Tokenizer:
     ) -> None:
         self._tokens = tokens
         self._token_types = token_types
+        self._whole: dict[int, str | None] = {}  # whole_piece cache
         self.pre = pre
         self.eos_token_id = eos_token_id
         self.padding_token_id = padding_token_id
@@ -172,6 +173,18 @@ class Tokenizer:
             return bytes(BYTE_OF_CHAR[c] for c in token)
         except KeyError:  # not spelled in the byte alphabet (an added token): its own UTF-8, as tokenizers does
             return token.encode("utf-8")
+
+    def whole_piece(self, token_id: int) -> str | None:
+        """The token's text when its bytes are whole UTF-8 characters on their own (nearly every token), else
+        None. Cached: streaming detokenizes every generated token, and this is its fast path."""
+        piece = self._whole.get(token_id, _UNSEEN)
+        if piece is _UNSEEN:
+            try:
+                piece = self.token_bytes(token_id).decode("utf-8")  # strict: half a character fails
+            except UnicodeDecodeError:
+                piece = None
+            self._whole[token_id] = piece
+        return piece  # type: ignore[return-value]
 
     def apply_chat_template(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True,
                             **template_kwargs: Any) -> str:
@@ -261,6 +274,9 @@ def _compile_template(source: str) -> Any:
         raise ModelFileError(f"GGUF metadata key 'tokenizer.chat_template' does not compile: {exc}") from exc
 
 
+_UNSEEN = object()
+
+
 def _incomplete_utf8_tail(data: bytes) -> int:
     """Length of the suffix of `data` that is a valid but unfinished UTF-8 sequence (0..3 bytes).
 
@@ -302,6 +318,9 @@ class IncrementalDetokenizer:
         self._tokenizer._check_ids([token_id])
         if token_id in self._skip:
             return ""
+        if not self._pending and (whole := self._tokenizer.whole_piece(token_id)) is not None:
+            self._parts.append(whole)  # the common case, without re-decoding the bytes
+            return whole
         data = self._pending + self._tokenizer.token_bytes(token_id)
         cut = len(data) - _incomplete_utf8_tail(data)
         self._pending = data[cut:]

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 def build_app(srv: QtuiServer) -> Starlette:
     async def health(request: Request) -> Response:
-        return JSONResponse(srv.health(), status_code=503 if srv.is_draining else 200)
+        status, body = srv.health()
+        return JSONResponse(body, status_code=status)
 
     async def metrics(request: Request) -> Response:
         if srv.settings.api_key and not is_authorized(request.headers, request.query_params, srv.settings.api_key):

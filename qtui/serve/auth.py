@@ -1,16 +1,31 @@
-"""The API key check shared by every route: `Authorization: Bearer KEY` or `?api_key=KEY`, compared in
-constant time (hmac.compare_digest), exactly: a key with a trailing space is a different key."""
+"""The API key check, apart from any transport: the WebSocket handshake and every HTTP route use it.
+
+`Authorization: Bearer KEY` or `?api_key=KEY`, compared byte for byte in constant time (`hmac.compare_digest`:
+no early exit on the first wrong byte), exactly: a key with a trailing space is a different key.
+"""
 
 from __future__ import annotations
 
 import hmac
 from collections.abc import Mapping
+from typing import Any
 
 
 def is_authorized(headers: Mapping[str, str], query: Mapping[str, str], api_key: str) -> bool:
+    """`headers` / `query`: Starlette's (case-insensitive headers; a multi-dict query). A query with two
+    `api_key` values is ambiguous and counts as none."""
     expected = api_key.encode()
-    bearer = headers.get("authorization", "")
-    if bearer.startswith("Bearer ") and hmac.compare_digest(bearer[len("Bearer ") :].encode(), expected):
-        return True
-    given = query.get("api_key")
-    return given is not None and hmac.compare_digest(given.encode(), expected)
+    scheme, _, token = headers.get("authorization", "").partition(" ")
+    by_header = hmac.compare_digest(token.encode("utf-8", "surrogatepass"), expected) and scheme == "Bearer"
+    values = _all(query, "api_key")
+    param = values[0] if len(values) == 1 else ""
+    by_query = hmac.compare_digest(param.encode("utf-8", "surrogatepass"), expected)
+    return by_header or by_query
+
+
+def _all(query: Mapping[str, str], key: str) -> list[str]:
+    getlist: Any = getattr(query, "getlist", None)
+    if getlist is not None:
+        return list(getlist(key))
+    value = query.get(key)
+    return [] if value is None else [value]

@@ -2,7 +2,8 @@
 
 The asyncio server reaches it only through `submit / cancel / drain / abort / stop`, which put typed commands
 on a thread-safe inbox; it reaches the server only through the `sinks` (each must not block: the server's
-sink is `loop.call_soon_threadsafe`, the recorder's a queue put). The thread never waits on a socket.
+sink is `loop.call_soon_threadsafe`; the loop hands events on to the stats feed, metrics and recorder). The
+thread never waits on a socket.
 
 Batch window: when no client request is live and one arrives, the thread waits up to `window_ms` for more
 before the first step, so a burst of c requests forms one batch of c.
@@ -83,6 +84,15 @@ class EngineThread:
     def abort(self, code: str, message: str) -> None:
         self._inbox.put(_Abort(code, message))
 
+    @property
+    def cpu_time(self) -> float:
+        """CPU seconds the thread has used so far (Linux; 0.0 where the platform cannot tell). Measures the
+        Python side of serving: every second here is serial with the device."""
+        try:
+            return time.clock_gettime(time.pthread_getcpuclockid(self._thread.ident or 0))
+        except (AttributeError, OSError):
+            return 0.0
+
     def stop(self, timeout: float = 10.0) -> None:
         self._inbox.put(_Stop())
         if self._thread.is_alive():
@@ -102,7 +112,7 @@ class EngineThread:
                     sched.check_integrity()  # idle: slot accounting must balance
             except Exception as exc:  # an engine failure must not kill the loop: error the live requests
                 log.error("engine step failed; erroring live requests", exc_info=True)
-                out += sched.abort_all("internal", f"engine step failed: {type(exc).__name__}: {exc}")
+                out += sched.engine_failed(exc)
             self._emit(out)
 
     def _drain_inbox(self, out: list[ev.Event], first: _Command | None) -> None:

@@ -1,4 +1,5 @@
-"""Typed events the scheduler emits: the one vocabulary the server, stats feed, metrics and recorder read.
+"""Typed events the scheduler emits: the one vocabulary the server, stats feed, metrics and recorder read
+(records.py turns them into recording lines and back).
 
 Every event carries `t`, the scheduler clock (seconds, `time.monotonic` in production). A request's life is
 `Arrived` → (`Admitted` → `Prefilled`+ → `Token`+)? → exactly one `Done` or `Error`. Verification re-runs
@@ -16,8 +17,9 @@ from qtui.engine.sampling import Choice
 class Arrived:
     t: float
     rid: str
-    tokens: list[int]
+    tokens: list[int] | None  # the prompt; None for one over the context (rejected: kept by its size only)
     params: dict[str, object]  # GenerateParams.to_json()
+    num_tokens: int  # prompt length
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +38,8 @@ class Prefilled:
     ms: float
 
 
-@dataclass(frozen=True, slots=True)
-class Token:
+@dataclass(slots=True)  # not frozen, but read-only as the others: one per generated token, and a frozen
+class Token:  # dataclass's __init__ costs 3x (object.__setattr__ per field: 1.7 vs 0.5 us)
     t: float
     rid: str
     index: int  # 0-based position in the reply
@@ -66,8 +68,9 @@ class Done:
 class Error:
     t: float
     rid: str
-    code: str  # a qtui.errors code: prompt_too_long, overloaded, shutting_down, ...
+    code: str  # a qtui.errors code: prompt_too_long, overloaded, shutting_down, cuda_error, ...
     message: str
+    call: str | None = None  # an engine failure: the call that failed (e.g. "cuLaunchKernel"), where known
 
 
 @dataclass(frozen=True, slots=True)

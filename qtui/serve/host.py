@@ -4,7 +4,10 @@ uvicorn's WebSocket transport is `websockets`' Sans-I/O protocol (the same frami
 clients use), subclassed here only to hand the app one extra: `scope["extensions"]["qtui.transport"]`, whose
 `abort()` drops a connection at once. A peer that never reads leaves our writes queued in the transport and a
 polite close handshake can never complete, so the bounded outbound queue (connection.py) and the drain
-deadline (server.py) need a way to cut it off that does not wait on the peer.
+deadline (server.py) need a way to cut it off that does not wait on the peer. And `writer`, the hot path of
+streaming: text frames written straight into the transport while it is open and below its high-water mark
+(the bytes websockets' `send_text` would produce, without an ASGI message, a task switch and a write per
+frame), so 64 streams at thousands of tokens per second cost the event loop one write per socket per step.
 """
 
 from __future__ import annotations
@@ -12,11 +15,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
+import struct
 from typing import Any
 
 import uvicorn
+from websockets.protocol import State
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
+from qtui.serve.connection import Writer
 
 log = logging.getLogger("qtui.serve")
 
@@ -26,8 +34,61 @@ class _AbortableWebSocketProtocol(WebSocketsSansIOProtocol):
         super().handle_connect(event)
         scope = getattr(self, "scope", None)  # absent when the handshake itself was refused
         if scope is not None:
-            transport = self.transport
-            scope["extensions"]["qtui.transport"] = {"abort": transport.abort}
+            writer = Writer(self._can_write, self._write) if _HAS_WRITER_STATE else None
+            scope["extensions"]["qtui.transport"] = {"abort": self.transport.abort, "writer": writer}
+
+    def _can_write(self) -> bool:
+        """What uvicorn's `send` and websockets' `send_text` check before a text frame: handshake done, open,
+        not paused by flow control, no fragmented message or extension (deflate is off) in the way."""
+        conn = self.conn
+        return (self.handshake_complete and not self.close_sent and not self.disconnected
+                and self.initial_response is None and self.writable.is_set() and not self.transport.is_closing()
+                and conn.state is State.OPEN and not conn.expect_continuation_frame
+                and not conn.extensions)  # fmt: skip
+
+    def _write(self, texts: list[str]) -> None:
+        """Frame `texts` as unmasked, unfragmented text frames (RFC 6455 5.2: what websockets' `send_text`
+        serializes for a server) and write them with whatever the protocol had queued, in one write."""
+        pending = self.conn.data_to_send()  # normally empty: uvicorn writes after every event it handles
+        self.transport.write(b"".join([*pending, *map(_text_frame, texts)]))
+
+
+def _tcp_listener(host: str, port: int) -> socket.socket:
+    """A listening socket whose accepted connections have TCP_NODELAY. asyncio sets it on a transport only when
+    the socket says IPPROTO_TCP, and `socket.create_server` leaves proto 0: every token frame then waited on
+    Nagle's algorithm for the client's delayed ACK (stalls of ~40 ms in every stream). So the socket is made
+    with its protocol named, and the option is also set on the listener, which accepted sockets inherit."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        if os.name == "posix":  # as create_server: rebinding a port in TIME_WAIT is fine
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind((host, port))
+        sock.listen()
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def _text_frame(text: str) -> bytes:
+    payload = text.encode()
+    n = len(payload)
+    if n < 126:
+        return bytes((0x81, n)) + payload  # FIN + opcode 1 (text); no mask bit from a server
+    if n < 1 << 16:
+        return struct.pack("!BBH", 0x81, 126, n) + payload
+    return struct.pack("!BBQ", 0x81, 127, n) + payload
+
+
+# uvicorn internals the writer reads; an uvicorn without them gets no writer (the ASGI path still works)
+_HAS_WRITER_STATE = all(
+    name in WebSocketsSansIOProtocol.__init__.__code__.co_names
+    for name in ("handshake_complete", "close_sent", "disconnected", "initial_response", "writable", "conn")
+)
 
 
 class UvicornHost:
@@ -41,8 +102,7 @@ class UvicornHost:
             ws_per_message_deflate=False, timeout_graceful_shutdown=1, server_header=False,
         )  # fmt: skip
         self.server = uvicorn.Server(self.config)
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self.sock = socket.create_server((host, port), family=family, reuse_port=False)
+        self.sock = _tcp_listener(host, port)
         self._ticker: asyncio.Task[None] | None = None
 
     @property

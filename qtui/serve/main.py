@@ -2,7 +2,7 @@
 
 In-process use (tests, the demo):
 
-    async with start_server("tiny.gguf", engine="cpu", port=0, max_batch=16) as srv:
+    async with start_server("tiny.gguf", engine="cpu", port=0, max_slots=16) as srv:
         srv.url  # ws://127.0.0.1:PORT/
 """
 
@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-DEFAULTS: dict[str, Any] = {"engine": "auto", "max_batch": 16, "max_context": 4096}
+DEFAULTS: dict[str, Any] = {"engine": "auto", "max_slots": None, "max_context": 4096}  # slots None: per engine
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -25,11 +25,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=("auto", "cuda", "cpu"), default="auto", help="engine (default: auto)")
     p.add_argument("--host", default="127.0.0.1", help="bind address (non-loopback needs --api-key)")
     p.add_argument("--port", type=int, default=8765, help="port (0: any free port; default 8765)")
-    p.add_argument("--max-batch", type=int, default=16, help="slots = the largest decode batch (default 16)")
+    p.add_argument("--max-slots", "--max-batch", dest="max_slots", type=int, default=None, metavar="N",
+                   help="slots: requests decoding at once (default 64 on cuda, 16 on cpu; --max-batch is the old "
+                   "name). An engine call holds at most the engine's max_rows of them; more decode in several "
+                   "calls")  # fmt: skip
     p.add_argument("--window-ms", type=float, default=5.0, help="batch window: an idle server waits this long "
                    "after a request for more, so a burst forms one batch (default 5)")  # fmt: skip
     p.add_argument("--max-context", type=int, default=4096, help="tokens per slot, prompt + reply (default 4096)")
+    p.add_argument("--max-prefill-tokens", type=int, default=None, metavar="N", help="prompt tokens per step over "
+                   "all requests, so a long prompt cannot stall running streams (default: the engine's prefill "
+                   "chunk, 256)")  # fmt: skip
     p.add_argument("--queue-size", type=int, default=256, help="wait queue bound; beyond it: overloaded (default 256)")
+    p.add_argument("--max-per-connection", type=int, default=None, metavar="N", help="requests one connection may "
+                   "have running or queued; beyond it: overloaded (default max(4, queue-size / 4))")  # fmt: skip
     p.add_argument("--record", type=Path, metavar="DIR", help="write a JSON Lines recording into DIR")
     p.add_argument("--verify-parity", action="store_true", help="re-run each finished request alone when idle "
                    "and report whether its tokens match (stats feed, /metrics, recording)")  # fmt: skip
@@ -40,7 +48,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "finish after SIGINT/SIGTERM (default 30)")  # fmt: skip
 
 
-def open_stack(model_path: str | Path, engine: str, max_batch: int, max_context: int) -> tuple[Any, Any, Any]:
+def open_stack(model_path: str | Path, engine: str, max_slots: int | None,
+               max_context: int) -> tuple[Any, Any, Any]:  # fmt: skip
     """(GGUFModel, Tokenizer, BatchEngine) for a model file. Blocking (reads and hashes the file)."""
     from qtui.engine.load import load_engine
     from qtui.model.gguf_file import GGUFModel
@@ -48,18 +57,21 @@ def open_stack(model_path: str | Path, engine: str, max_batch: int, max_context:
 
     model = GGUFModel.open(model_path)
     tokenizer = Tokenizer.from_gguf(model)
-    return model, tokenizer, load_engine(model, engine, max_slots=max_batch, max_context=max_context)
+    return model, tokenizer, load_engine(model, engine, max_slots=max_slots, max_context=max_context)
 
 
 @contextlib.asynccontextmanager
 async def start_server(model_path: str | Path, **options: Any) -> AsyncIterator[Any]:
     """Open `model_path` and serve it in this event loop; yields the running `QtuiServer`.
 
-    Options: engine, max_batch, max_context (engine), plus any `ServeSettings` field (host, port, window_ms,
-    queue_size, verify_parity, record, api_key, drain_timeout, ...). On exit the server closes at once.
+    Options: engine, max_slots (`max_batch`: its old name), max_context (engine), plus any `ServeSettings`
+    field (host, port, window_ms, queue_size, max_per_connection, verify_parity, record, api_key, drain_timeout,
+    ...). On exit the server closes at once.
     """
     from qtui.serve.server import ModelIdentity, ServeSettings, serve_engine
 
+    if "max_batch" in options:  # the old name of max_slots
+        options["max_slots"] = options.pop("max_batch")
     stack_opts = {k: options.pop(k, v) for k, v in DEFAULTS.items()}
     settings = ServeSettings(**options)
     model, tokenizer, engine = await asyncio.to_thread(open_stack, model_path, **stack_opts)
@@ -74,9 +86,10 @@ async def start_server(model_path: str | Path, **options: Any) -> AsyncIterator[
 
 async def _serve_until_signal(args: argparse.Namespace) -> int:
     options = dict(
-        engine=args.engine, max_batch=args.max_batch, max_context=args.max_context, host=args.host, port=args.port,
-        window_ms=args.window_ms, queue_size=args.queue_size, record=args.record, verify_parity=args.verify_parity,
-        api_key=args.api_key, drain_timeout=args.drain_timeout, max_queued_bytes=args.max_queued_bytes,
+        engine=args.engine, max_slots=args.max_slots, max_context=args.max_context, host=args.host, port=args.port,
+        window_ms=args.window_ms, queue_size=args.queue_size, max_per_connection=args.max_per_connection,
+        record=args.record, verify_parity=args.verify_parity, api_key=args.api_key, drain_timeout=args.drain_timeout,
+        max_queued_bytes=args.max_queued_bytes, max_prefill_tokens=args.max_prefill_tokens,
     )  # fmt: skip
     async with start_server(args.model, **options) as srv:
         stop = asyncio.Event()
@@ -85,7 +98,9 @@ async def _serve_until_signal(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, lambda: srv.hurry() if stop.is_set() else stop.set())
         extra = f", recording to {srv.recorder.path}" if srv.recorder else ""
         where = f"{srv.identity['engine']} on {srv.identity['device']}"
-        limits = f"max_batch {srv.engine.max_slots}, max_context {srv.engine.max_context}"
+        engine = srv.engine
+        limits = (f"max_slots {engine.max_slots}, max_rows {engine.max_rows}, max_context {engine.max_context}, "
+                  f"max_prefill_tokens {srv.scheduler.max_prefill_tokens}")  # fmt: skip
         print(f"qtui serve: {srv.url} ({where}, {limits}{extra})", flush=True)
         await stop.wait()
         print(f"qtui serve: draining (up to {args.drain_timeout:g} s)", flush=True)

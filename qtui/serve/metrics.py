@@ -40,8 +40,12 @@ class Metrics:
             self.parity.labels(verdict)
         self.queue = Gauge("qtui_queue_depth", "Requests waiting for a slot.", registry=r)
         self.active = Gauge("qtui_active_slots", "Slots held by live requests.", registry=r)
-        self.max_batch = Gauge("qtui_max_batch", "Slots (the largest batch).", registry=r)
+        self.max_slots = Gauge("qtui_max_slots", "Slots: requests that can hold state at once.", registry=r)
+        self.max_rows = Gauge("qtui_max_rows", "Rows one engine decode call may hold.", registry=r)
+        self.max_batch = Gauge("qtui_max_batch", "The v1 name of qtui_max_slots.", registry=r)
         self.draining = Gauge("qtui_draining", "1 while the server drains for shutdown.", registry=r)
+        self.engine_failed = Gauge("qtui_engine_failed", "1 after a fatal engine error (new requests fail fast).",
+                                   registry=r)  # fmt: skip
         self.dropped = Counter("qtui_dropped_connections", "WebSocket connections dropped because the client "
                                "stopped reading (outbound queue over its bound).", registry=r)  # fmt: skip
 
@@ -61,9 +65,13 @@ class Metrics:
             elif isinstance(e, ev.ParityVerdict):
                 self.parity.labels(e.verdict).inc()
 
-    def render(self, *, queue: int, active: int, max_batch: int, is_draining: bool) -> str:
+    def render(self, *, queue: int, active: int, max_slots: int, max_rows: int, is_draining: bool,
+               is_failed: bool = False) -> str:
         self.queue.set(queue)
         self.active.set(active)
-        self.max_batch.set(max_batch)
+        self.max_slots.set(max_slots)
+        self.max_rows.set(max_rows)
+        self.max_batch.set(max_slots)
         self.draining.set(int(is_draining))
+        self.engine_failed.set(int(is_failed))
         return generate_latest(self.registry).decode()

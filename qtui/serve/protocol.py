@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import json.encoder
+import re
 import secrets
 from dataclasses import dataclass
 from typing import Any
 
 from qtui.engine.sampling import SamplingParams
-from qtui.errors import BadRequest, InvalidParameter, MessageTooLarge, RequestError, UnknownOp
+from qtui.errors import BadRequest, DuplicateId, InvalidParameter, MessageTooLarge, RequestError, UnknownOp
 from qtui.serve import events as ev
 from qtui.serve.request import GenerateParams
 
@@ -23,6 +25,11 @@ MAX_ID_CHARS = 128
 MAX_STOP_STRINGS = 4
 MAX_STOP_CHARS = 256
 DEFAULT_MAX_TOKENS = 128
+MAX_MESSAGES = 1024  # chat turns per `messages` request: bounds the template render, which runs in Python
+# A `\udXXX` escape without its pair is legal JSON but no UTF-8 encoder takes it: a string holding one can be
+# neither echoed to the client, nor shown to a subscriber, nor written to the recording.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_quote = json.encoder.encode_basestring  # a str as a JSON string literal, non-ASCII kept (as dumps does)
 
 
 class FrameRejected(Exception):
@@ -74,10 +81,12 @@ def parse_client_frame(
         frame = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise FrameRejected(BadRequest(f"invalid JSON: {exc}"), None) from None
+    except RecursionError:  # the C parser recurses per nesting level: 100k `[` must not become a 1011 close
+        raise FrameRejected(BadRequest("invalid JSON: nested too deeply"), None) from None
     if not isinstance(frame, dict):
         raise FrameRejected(BadRequest("a frame must be a JSON object"), None)
     rid = frame.get("id")
-    rid = rid if isinstance(rid, str) else None
+    rid = rid if _is_valid_id(rid) else None  # echo only an id that can be sent back
     try:
         return _parse_op(frame, max_context, n_vocab)
     except RequestError as exc:
@@ -99,11 +108,23 @@ def _parse_op(frame: dict[str, Any], max_context: int, n_vocab: int) -> ClientMe
     raise UnknownOp(f"unknown op {op[:64]!r}: expected generate, cancel, subscribe or info")
 
 
+def _is_valid_id(rid: Any) -> bool:
+    return isinstance(rid, str) and 0 < len(rid) <= MAX_ID_CHARS and _LONE_SURROGATE.search(rid) is None
+
+
 def _parse_id(frame: dict[str, Any]) -> str:
     rid = frame.get("id")
-    if not isinstance(rid, str) or not rid or len(rid) > MAX_ID_CHARS:
-        raise BadRequest(f"`id` must be a non-empty string of at most {MAX_ID_CHARS} characters")
-    return rid
+    if not _is_valid_id(rid):
+        raise BadRequest(f"`id` must be a non-empty string of at most {MAX_ID_CHARS} characters (valid Unicode)")
+    return rid  # type: ignore[no-any-return]
+
+
+def _check_text(field: str, text: str) -> None:
+    """Reject a string holding a lone surrogate; the message names its index, never the character."""
+    hit = _LONE_SURROGATE.search(text)
+    if hit is not None:
+        where = f"lone surrogate U+{ord(hit.group()):04X} at index {hit.start()}"
+        raise BadRequest(f"`{field}` is not valid Unicode: {where}")
 
 
 def _parse_generate(frame: dict[str, Any], max_context: int, n_vocab: int) -> Generate:
@@ -112,18 +133,23 @@ def _parse_generate(frame: dict[str, Any], max_context: int, n_vocab: int) -> Ge
     if len(given) != 1:
         raise BadRequest(f"exactly one of prompt / tokens / messages is required, got {given or 'none'}")
     prompt, tokens, messages = frame.get("prompt"), frame.get("tokens"), frame.get("messages")
-    if "prompt" in frame and not isinstance(prompt, str):
-        raise BadRequest("`prompt` must be a string")
+    if "prompt" in frame:
+        if not isinstance(prompt, str):
+            raise BadRequest("`prompt` must be a string")
+        _check_text("prompt", prompt)
     if "tokens" in frame:
         if not isinstance(tokens, list) or not all(_is_int(t) and 0 <= t < n_vocab for t in tokens):
             raise BadRequest(f"`tokens` must be a list of token ids in [0, {n_vocab})")
     if "messages" in frame:
-        ok = isinstance(messages, list) and all(
+        ok = isinstance(messages, list) and 0 < len(messages) <= MAX_MESSAGES and all(
             isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
             for m in messages
         )
-        if not ok or not messages:
-            raise BadRequest("`messages` must be a non-empty list of {role: str, content: str}")
+        if not ok:
+            raise BadRequest(f"`messages` must be a list of 1 to {MAX_MESSAGES} {{role: str, content: str}}")
+        for i, m in enumerate(messages):
+            _check_text(f"messages[{i}].role", m["role"])
+            _check_text(f"messages[{i}].content", m["content"])
     return Generate(rid, _parse_params(frame, max_context), prompt, tokens, messages)
 
 
@@ -140,6 +166,8 @@ def _parse_params(frame: dict[str, Any], max_context: int) -> GenerateParams:
         or not all(isinstance(s, str) and 0 < len(s) <= MAX_STOP_CHARS for s in stop)
     ):
         raise BadRequest(f"`stop` must be a list of at most {MAX_STOP_STRINGS} non-empty strings")
+    for i, text in enumerate(stop):
+        _check_text(f"stop[{i}]", text)
     ignore_eos = frame.get("ignore_eos", False)
     if not isinstance(ignore_eos, bool):
         raise BadRequest("`ignore_eos` must be a boolean")
@@ -190,6 +218,16 @@ def token_frame(client_id: str, e: ev.Token) -> dict[str, Any]:
     return frame
 
 
+def token_run_text(client_id: str, index: int, tokens: list[int], text: str) -> str:
+    """The encoded `token` frame of one or more plain tokens (no logprobs) of a request, built by hand: it is
+    the hot path (one per streamed token or run of tokens). One token: exactly `token_frame`'s fields; several:
+    `token` and `index` are the first's, `text` all their text, `tokens` every id (docs/protocol.md)."""
+    head = f'{{"op":"token","id":{_quote(client_id)},"index":{index},"token":{tokens[0]},"text":{_quote(text)}'
+    if len(tokens) == 1:
+        return head + "}"
+    return head + ',"tokens":[' + ",".join(map(str, tokens)) + "]}"
+
+
 def done_frame(client_id: str, e: ev.Done, seed: int | None = None) -> dict[str, Any]:
     """`seed`: the sampling seed of a sampled request (its reply can be replayed with it); absent for greedy."""
     frame = {
@@ -211,9 +249,30 @@ def done_frame(client_id: str, e: ev.Done, seed: int | None = None) -> dict[str,
     return frame
 
 
-def error_frame(request_id: str | None, code: str, message: str) -> dict[str, Any]:
-    return {"op": "error", "id": request_id, "code": code, "message": message}
+def error_frame(request_id: str | None, code: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"op": "error", "id": request_id, "code": code, "message": message, **extra}
 
 
-def dumps(frame: dict[str, Any]) -> str:
-    return json.dumps(frame, separators=(",", ":"), ensure_ascii=False)
+def error_event_frame(client_id: str, e: ev.Error) -> dict[str, Any]:
+    """A request's end by error; an engine failure also names the call that failed."""
+    return error_frame(client_id, e.code, e.message, **({"call": e.call} if e.call else {}))
+
+
+def duplicate_id_frame(client_id: str) -> dict[str, Any]:
+    """The answer to a `generate` whose id is active: id null, so no client routes it to the active request."""
+    message = f"id {client_id!r} is already in use by an active request on this connection; this frame was ignored"
+    return error_frame(None, DuplicateId.code, message, rejected_id=client_id)
+
+
+def dumps(obj: dict[str, Any]) -> str:
+    """Compact JSON that always encodes to UTF-8: frames and recording lines both go through here.
+
+    Parsing rejects lone surrogates, so this is belt and braces: a string that still holds one (a bug, or an
+    engine's text) is written with `\\uXXXX` escapes instead of failing the socket or the recording."""
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = json.dumps(obj, separators=(",", ":"))
+    return text

@@ -1,13 +1,15 @@
-"""The recorder: scheduler events → JSON Lines (docs/protocol.md, "Recording format").
+"""The recorder: scheduler events and stats frames → JSON Lines (docs/protocol.md, "Recording format").
 
-`Recorder.events(list)` is called on the engine thread and only puts on a queue; a writer thread formats and
-writes, flushing each line, so a crash keeps everything written so far and the step loop never waits on disk.
+The server calls `events(list)` and `stats(frame, t)` on its asyncio thread, in the very order its stats feed
+consumes events and builds frames, so a replay that feeds the same lines to the same `StatsFeed` rebuilds every
+recorded frame exactly. Both only put on a queue; a writer thread encodes (qtui/serve/records.py) and writes one
+line at a time, flushing each, so a crash keeps everything written so far, nothing waits on disk, and a record
+that cannot be written is the only one lost.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import queue
 import subprocess
@@ -17,8 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from qtui.serve import events as ev
+from qtui.serve import records
+from qtui.serve.protocol import dumps
 
 log = logging.getLogger("qtui.serve")
+
+_Item = list[ev.Event] | tuple[dict[str, Any], float]  # a batch of events, or (stats frame, time)
 
 
 def git_commit() -> str | None:
@@ -31,37 +37,6 @@ def git_commit() -> str | None:
         return out.stdout.strip() or None if out.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
         return None
-
-
-def event_record(e: ev.Event) -> dict[str, Any] | None:
-    """One recording line (without `t`) for a scheduler event; None for `Token` (the `step` and `done`
-    lines already carry every token id and the text)."""
-    if isinstance(e, ev.Arrived):
-        return {"ev": "arrival", "id": e.rid, "tokens": e.tokens, "params": e.params}
-    if isinstance(e, ev.Admitted):
-        return {"ev": "admit", "id": e.rid, "slot": e.slot}
-    if isinstance(e, ev.Prefilled):
-        return {"ev": "prefill", "id": e.rid, "slot": e.slot, "n": e.n, "ms": round(e.ms, 3)}
-    if isinstance(e, ev.Token):
-        return None
-    if isinstance(e, ev.Step):
-        rec = {"ev": "step", "m": e.m, "ms": round(e.ms, 3), "slots": e.slots, "tokens": e.tokens}
-        return {**rec, "verify": True} if e.verify else rec
-    if isinstance(e, ev.Done):
-        return {
-            "ev": "done", "id": e.rid, "slot": e.slot, "tokens": e.tokens, "text": e.text,
-            "finish_reason": e.finish_reason, "prompt_tokens": e.prompt_tokens,
-            "ttft_ms": None if e.ttft_ms is None else round(e.ttft_ms, 3),
-            "decode_tok_s": round(e.decode_tok_s, 2), "max_m": e.max_m, "parity": e.parity,
-        }  # fmt: skip
-    if isinstance(e, ev.Error):
-        return {"ev": "error", "id": e.rid, "code": e.code, "message": e.message}
-    if isinstance(e, ev.Cancelled):
-        return {"ev": "cancel", "id": e.rid}
-    if isinstance(e, ev.ParityVerdict):
-        rec = {"ev": "parity", "id": e.rid, "verdict": e.verdict}
-        return rec if e.index is None else {**rec, "index": e.index}
-    raise AssertionError(f"unrecorded event type {type(e).__name__}")
 
 
 class Recorder:
@@ -78,20 +53,20 @@ class Recorder:
             n += 1
             self.path = directory / f"session-{now:%Y%m%d-%H%M%S}-{n}.jsonl"
         self._file = self.path.open("w", encoding="utf-8")
-        full_header = {"ev": "header", "format": "qtui-recording", "version": 1, **header,
+        full_header = {"ev": "header", "format": records.FORMAT, "version": records.VERSION, **header,
                        "created": now.strftime("%Y-%m-%dT%H:%M:%SZ")}  # fmt: skip
         self._write(full_header)
-        self._queue: queue.SimpleQueue[list[dict[str, Any]] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="qtui-recorder", daemon=True)
         self._thread.start()
 
     def events(self, events: list[ev.Event]) -> None:
-        """Sink for the engine thread: queue the events (never blocks on disk)."""
-        records = [(e.t, event_record(e)) for e in events]
-        self._queue.put([{"t": round(t - self.start_t, 6), **r} for t, r in records if r is not None])
+        """Queue scheduler events (never blocks on disk)."""
+        self._queue.put(events)
 
     def stats(self, frame: dict[str, Any], t: float) -> None:
-        self._queue.put([{"t": round(t - self.start_t, 6), "ev": "stats", "frame": frame}])
+        """Queue a stats frame built at scheduler-clock time `t`."""
+        self._queue.put((frame, t))
 
     def close(self) -> None:
         self._queue.put(None)
@@ -99,16 +74,21 @@ class Recorder:
         self._file.close()
 
     def _run(self) -> None:
-        last_t = 0.0
-        while (batch := self._queue.get()) is not None:
-            try:
-                for record in batch:
-                    # stats frames (loop thread) and events (engine thread) race by microseconds: keep t monotonic
-                    last_t = record["t"] = max(record["t"], last_t)
-                    self._write(record)
-            except Exception:
-                log.error("recorder write failed", exc_info=True)
+        while (item := self._queue.get()) is not None:
+            for encode in self._encoders(item):  # one line at a time: a line that fails is the only one lost
+                try:
+                    record = encode()
+                    if record is not None:
+                        self._write(record)
+                except Exception:
+                    log.error("recorder: cannot write a record; skipped", exc_info=True)
+
+    def _encoders(self, item: _Item) -> list[Any]:
+        if isinstance(item, tuple):
+            frame, t = item
+            return [lambda: records.encode_stats(frame, t, self.start_t)]
+        return [lambda e=e: records.encode(e, self.start_t) for e in item]
 
     def _write(self, record: dict[str, Any]) -> None:
-        self._file.write(json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n")
+        self._file.write(dumps(record) + "\n")  # dumps: always encodable (lone surrogates escaped)
         self._file.flush()

@@ -37,9 +37,15 @@ def accept_token(req: Request, token: int, eos_token_ids: frozenset[int]) -> tup
     assert req.detok is not None
     req.tokens.append(token)
     is_eos = token in eos_token_ids and not req.params.ignore_eos
+    at_end = is_eos or len(req.tokens) >= req.max_tokens
+    stops = req.params.stop
+    if not stops and not at_end:  # the hot path: no stop strings, so nothing is held back but half characters
+        piece = req.detok.push(token)
+        req.text += piece
+        req.num_emitted_chars += len(piece)
+        return piece, None
     if not is_eos:
         req.text += req.detok.push(token)
-    at_end = is_eos or len(req.tokens) >= req.max_tokens
     if at_end:
         req.text += req.detok.flush()
     reason: str | None = None

@@ -1,13 +1,19 @@
 """The Sans-I/O continuous-batching scheduler: `submit / cancel / step() -> events`, no threads, no sockets.
 
-One `step()` = admit waiting requests into free slots, feed each prefilling request one prompt chunk
-(`prefill_chunk` tokens, so a long prompt never stalls running decodes; state is per slot, so a newcomer's
-prefill never changes what the running requests compute), then ONE `engine.decode(slots, tokens)` for every
-request in decode state. Requests join and leave only at step boundaries. With `verify_parity`, an idle
-scheduler re-runs each finished request alone in a fresh slot and reports whether its tokens match.
+One `step()` = admit waiting requests into free slots, feed prompt tokens to the prefilling requests, at most
+`max_prefill_tokens` of them per step across all requests (a token budget, as vLLM's chunked prefill: a long
+prompt arriving while many slots decode costs them one bounded chunk per step, never a frozen stream), then
+ONE `engine.decode(slots, tokens)` for every request in decode state (several calls of at most
+`engine.max_rows` rows each when more slots decode, each reported as its own `Step` with the m the engine ran).
+The budget goes to prefilling requests in admission order (first come, first served; a request that cannot use
+what is left does not block a later one that can). A piece that does not finish its prompt is a whole number
+of the engine's prefill chunks, so the engine runs full chunks (results do not depend on it: state is per
+slot and chunking is bitwise invisible, DESIGN invariant 7). Requests join and leave only at step boundaries.
+With `verify_parity`, an idle scheduler re-runs each finished request alone in a fresh slot and reports
+whether its tokens match.
 
 It knows the engine only through `BatchEngine` (qtui/engine/base.py). Invariant (checked by
-`check_integrity`): engine free slots + slots held here == max_batch.
+`check_integrity`): engine free slots + slots held here == max_slots.
 """
 
 from __future__ import annotations
@@ -17,14 +23,15 @@ from collections import deque
 from collections.abc import Callable
 
 from qtui.engine.base import BatchEngine
-from qtui.engine.sampling import Choice
-from qtui.errors import Overloaded, PromptTooLong, ShuttingDown
+from qtui.engine.sampling import GREEDY, Choice
+from qtui.errors import EngineError, EngineFailed, Overloaded, PromptTooLong, ShuttingDown
 from qtui.serve import events as ev
 from qtui.serve.reply import accept_token, first_divergence
 from qtui.serve.request import GenerateParams, Request, Status, TextCodec
 
 
 MAX_PENDING_VERIFICATIONS = 4096  # beyond this (a server never idle), finished requests are not re-run
+DEFAULT_MAX_PREFILL_TOKENS = 256  # the budget for an engine that states no prefill chunk (numpy, fakes)
 
 
 class Scheduler:
@@ -34,20 +41,28 @@ class Scheduler:
         codec: TextCodec,
         *,
         queue_size: int = 256,
-        prefill_chunk: int = 256,
+        max_prefill_tokens: int | None = None,
         verify_parity: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        assert queue_size >= 1 and prefill_chunk >= 1
+        """`max_prefill_tokens`: prompt tokens per step over all requests (default: the engine's
+        `describe()["prefill_chunk"]`, else DEFAULT_MAX_PREFILL_TOKENS)."""
+        engine_chunk = engine.describe().get("prefill_chunk")  # None: the engine has no preferred chunk
+        budget = max_prefill_tokens or int(engine_chunk or DEFAULT_MAX_PREFILL_TOKENS)
+        assert queue_size >= 1 and budget >= 1
         self.engine = engine
         self.codec = codec
-        self.max_batch = engine.max_slots
+        self.max_slots = engine.max_slots  # requests holding state at once
+        self.max_rows = engine.max_rows  # rows one engine decode call may hold
         self.max_context = engine.max_context
         self.queue_size = queue_size
-        self.prefill_chunk = prefill_chunk
+        self.max_prefill_tokens = budget
+        # partial pieces are multiples of this, so every piece starts on an engine chunk boundary of the prompt
+        self.prefill_align = min(int(engine_chunk), budget) if engine_chunk else 1
         self.verify_parity = verify_parity
         self.clock = clock
         self.is_draining = False
+        self.failure: EngineFailed | None = None  # set by a fatal engine error: every later submit gets it
         self._waiting: deque[Request] = deque()
         self._running: dict[str, Request] = {}  # rid -> request holding a slot (admission order)
         self._to_verify: deque[Request] = deque()  # finished requests awaiting their solo re-run
@@ -80,8 +95,8 @@ class Scheduler:
         if self._verifying is not None and self._verifying.slot is not None:
             held.append(self._verifying.slot)
         assert len(set(held)) == len(held), f"slot held twice: {held}"
-        assert self.engine.num_free_slots() + len(held) == self.max_batch, (
-            f"slot leak: free {self.engine.num_free_slots()} + held {len(held)} != {self.max_batch}"
+        assert self.engine.num_free_slots() + len(held) == self.max_slots, (
+            f"slot leak: free {self.engine.num_free_slots()} + held {len(held)} != {self.max_slots}"
         )
         assert all(r.status is Status.WAITING for r in self._waiting)
 
@@ -91,8 +106,12 @@ class Scheduler:
     ) -> list[ev.Event]:
         """Queue a request. Returns [Arrived] or [Arrived, Error] (prompt_too_long, overloaded, shutting_down)."""
         now = self.clock()
-        out: list[ev.Event] = [ev.Arrived(now, rid, list(prompt), params.to_json())]
+        # a prompt over the context never runs: its event (and recording line) carries its size, not a MiB of ids
+        kept = list(prompt) if len(prompt) < self.max_context else None
+        out: list[ev.Event] = [ev.Arrived(now, rid, kept, params.to_json(), len(prompt))]
         try:
+            if self.failure is not None:
+                raise self.failure
             if self.is_draining:
                 raise ShuttingDown("server is draining: not admitting new requests")
             if not prompt:
@@ -104,7 +123,7 @@ class Scheduler:
                 )
             if len(self._waiting) >= self.queue_size + self.engine.num_free_slots():  # free slots admit next step
                 raise Overloaded(f"wait queue full ({self.queue_size} requests waiting for a slot)")
-        except (ShuttingDown, PromptTooLong, Overloaded) as exc:
+        except (EngineFailed, ShuttingDown, PromptTooLong, Overloaded) as exc:
             out.append(ev.Error(now, rid, exc.code, exc.message))
             return out
         req = Request(rid, list(prompt), params, now if arrival_t is None else arrival_t)
@@ -121,20 +140,31 @@ class Scheduler:
         self._retire(req)
         return [ev.Cancelled(now, rid), self._done_event(req, "cancelled", now)]
 
-    def abort_all(self, code: str, message: str) -> list[ev.Event]:
+    def abort_all(self, code: str, message: str, call: str | None = None) -> list[ev.Event]:
         """Error every live request (drain timeout, engine failure) and drop pending verifications."""
         now = self.clock()
         out: list[ev.Event] = []
         for req in [*self._running.values(), *self._waiting]:
             self._retire(req)
-            out.append(ev.Error(now, req.rid, code, message))
+            out.append(ev.Error(now, req.rid, code, message, call))
         self._abort_verification()
         self._to_verify.clear()
         return out
 
+    def engine_failed(self, exc: Exception) -> list[ev.Event]:
+        """`step()` raised: error every live request with the engine's own code and failing call (`internal`
+        for an exception that is not an `EngineError`). After a fatal one, every later submit is refused."""
+        is_engine = isinstance(exc, EngineError)
+        code = exc.code if is_engine else "internal"
+        detail = exc.message if is_engine else f"{type(exc).__name__}: {exc}"
+        out = self.abort_all(code, f"engine step failed: {detail}", exc.call if is_engine else None)
+        if is_engine and exc.is_fatal:
+            self.failure = EngineFailed(f"the engine failed for good ({detail}); restart the server")
+        return out
+
     # ---- the step ------------------------------------------------------------------------------------------
     def step(self) -> list[ev.Event]:
-        """Admit → prefill one chunk each → one batched decode. Then, if idle, one verification step."""
+        """Admit → prefill up to the token budget → one batched decode. Then, if idle, one verification step."""
         out: list[ev.Event] = []
         if self.has_live and self._verifying is not None:
             self._abort_verification()  # client work comes first; the re-run restarts later from scratch
@@ -158,12 +188,22 @@ class Scheduler:
         req.detok = self.codec.new_detokenizer()
 
     def _prefill(self, reqs: list[Request], out: list[ev.Event]) -> None:
+        """Feed up to `max_prefill_tokens` prompt tokens in all, to `reqs` in order (admission order)."""
+        budget = self.max_prefill_tokens
         for req in reqs:
+            if budget == 0:
+                break
             if req.status is not Status.PREFILL:
                 continue
             assert req.slot is not None
             start = req.num_prefilled
-            chunk = req.prompt[start : start + self.prefill_chunk]
+            n = min(len(req.prompt) - start, budget)
+            if start + n < len(req.prompt):
+                n -= n % self.prefill_align  # whole engine chunks, except a prompt's last piece
+            if n == 0:
+                continue
+            budget -= n
+            chunk = req.prompt[start : start + n]
             t0 = time.perf_counter()
             nxt, choice = self._prefill_call(req, chunk, start)
             ms = (time.perf_counter() - t0) * 1e3
@@ -192,20 +232,24 @@ class Scheduler:
         return choices[-1].token, choices[-1]
 
     def _decode(self, reqs: list[Request], out: list[ev.Event], verify: bool = False) -> None:
-        if not reqs:
-            return
+        """One engine call per `max_rows` requests (in admission order), each its own Step."""
+        for i in range(0, len(reqs), self.max_rows):
+            self._decode_rows(reqs[i : i + self.max_rows], out, verify)
+
+    def _decode_rows(self, reqs: list[Request], out: list[ev.Event], verify: bool) -> None:
         slots = [r.slot for r in reqs]
         feed = [r.tokens[-1] for r in reqs]
         t0 = time.perf_counter()
         produced, choices = self._decode_call(reqs, slots, feed)  # type: ignore[arg-type]
         ms = (time.perf_counter() - t0) * 1e3
-        t_step = self.clock()
+        t_step = self.clock()  # one clock reading for the step's tokens: this loop runs per token
         assert len(produced) == len(reqs)
-        for req in reqs:
-            req.max_m = max(req.max_m, len(reqs))
+        m = len(reqs)
         pos = len(out)
         for req, tok, choice in zip(reqs, produced, choices):
-            self._accept(req, tok, out, choice if req.params.sampling.logprobs is not None else None)
+            if req.max_m < m:
+                req.max_m = m
+            self._accept(req, tok, out, choice if req.params.sampling.logprobs is not None else None, t_step)
         # the Step goes before its tokens; queue/active as they stand after the step's retirements
         queue, active = len(self._waiting), len(self._running)
         step = ev.Step(t_step, len(reqs), ms, slots, list(produced), queue, active, verify)  # type: ignore[arg-type]
@@ -214,15 +258,17 @@ class Scheduler:
     def _decode_call(self, reqs: list[Request], slots: list[int], feed: list[int]) -> tuple[list[int], list]:
         """The batch's decode: the plain greedy call when every row is greedy without logprobs (today's path)."""
         sampling = [r.params.sampling for r in reqs]
-        if any(r.params.sampling.logprobs is not None for r in reqs):
+        if any(p.logprobs is not None for p in sampling):
             choices = self.engine.decode_choices(slots, feed, sampling)
             return [c.token for c in choices], choices
-        if all(p.is_greedy for p in sampling):
+        if all(p is GREEDY or p.is_greedy for p in sampling):  # `is GREEDY`: the WS default, no property call
             return self.engine.decode(slots, feed), [None] * len(reqs)
         return self.engine.decode(slots, feed, sampling), [None] * len(reqs)
 
-    def _accept(self, req: Request, token: int, out: list[ev.Event], choice: Choice | None = None) -> None:
-        now = self.clock()
+    def _accept(self, req: Request, token: int, out: list[ev.Event], choice: Choice | None = None,
+                now: float | None = None) -> None:  # fmt: skip
+        if now is None:
+            now = self.clock()
         if req.first_token_t is None:
             req.first_token_t = now
         piece, reason = accept_token(req, token, self.codec.eos_token_ids)

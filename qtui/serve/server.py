@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
@@ -25,7 +26,7 @@ from qtui.engine.base import BatchEngine
 from qtui.errors import BadRequest
 from qtui.serve import events as ev
 from qtui.serve import protocol as proto
-from qtui.serve.connection import DEFAULT_MAX_QUEUED_BYTES, Connection
+from qtui.serve.connection import DEFAULT_MAX_QUEUED_BYTES, Connection, FlushBatch
 from qtui.serve.engine_thread import EngineThread
 from qtui.serve.metrics import Metrics
 from qtui.serve.recorder import Recorder, git_commit
@@ -36,6 +37,7 @@ from qtui.serve.ws import WebSocketSide
 
 log = logging.getLogger("qtui.serve")
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+INLINE_TOKENIZE_CHARS = 4096  # longer prompts are tokenized in a worker thread (the hop costs ~0.1 ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,18 +46,31 @@ class ServeSettings:
     port: int = 8765  # 0: any free port (tests); the bound one is `QtuiServer.port`
     window_ms: float = 5.0  # a forming batch waits this long for more requests
     queue_size: int = 256
+    max_per_connection: int | None = None  # requests running + queued per connection; None: max(4, queue_size // 4)
     verify_parity: bool = False
     record: Path | None = None
     api_key: str | None = None
     drain_timeout: float = 30.0
     max_message_bytes: int = proto.MAX_MESSAGE_BYTES
-    prefill_chunk: int = 256
+    max_prefill_tokens: int | None = None  # prompt tokens per step, all requests; None: the engine's prefill chunk
     stats_interval: float = 0.25
     max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES  # per WebSocket: a client that stops reading is dropped
 
     def __post_init__(self) -> None:
         if self.host not in LOOPBACK and not self.api_key:
             raise BadRequest(f"binding to {self.host} (not loopback) requires --api-key")
+        if self.api_key is not None and (not self.api_key or self.api_key != self.api_key.strip()):
+            # HTTP drops whitespace around a header value, so such a key could only match a different one
+            raise BadRequest("--api-key must be non-empty and must not start or end with whitespace")
+        if self.max_prefill_tokens is not None and self.max_prefill_tokens < 1:
+            raise BadRequest(f"--max-prefill-tokens must be >= 1, got {self.max_prefill_tokens}")
+        if self.max_per_connection is not None and self.max_per_connection < 1:
+            raise BadRequest(f"--max-per-connection must be >= 1, got {self.max_per_connection}")
+
+    @property
+    def per_connection_limit(self) -> int:
+        """One connection may not hold every slot and the whole queue: beyond this it gets `overloaded`."""
+        return self.max_per_connection or max(4, self.queue_size // 4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,20 +110,22 @@ class QtuiServer(WebSocketSide):
         self.start_t = time.monotonic()
         described = engine.describe()
         device = str(described.get("device", engine.name))
+        # max_batch: the v1 name of max_slots, kept for existing clients
         self.identity = {"model": Path(model.path).name, "engine": engine.name, "device": device,
+                         "max_slots": engine.max_slots, "max_rows": engine.max_rows,
                          "max_batch": engine.max_slots}  # fmt: skip
         self.n_vocab = engine.config.n_vocab if engine.config is not None else tokenizer.n_vocab
         self.commit = git_commit()
         self.is_draining = False
         self.stats = StatsFeed(self.identity, self.start_t)
         self.metrics = Metrics()
+        self.scheduler = Scheduler(engine, _Codec(tokenizer), queue_size=settings.queue_size,
+                                   max_prefill_tokens=settings.max_prefill_tokens,
+                                   verify_parity=settings.verify_parity)  # fmt: skip
         self.recorder = Recorder(settings.record, self._header(), self.start_t) if settings.record else None
-        self.scheduler = Scheduler(
-            engine, _Codec(tokenizer), queue_size=settings.queue_size, prefill_chunk=settings.prefill_chunk,
-            verify_parity=settings.verify_parity,
-        )  # fmt: skip
         self._routes: dict[str, Route] = {}  # rid -> where its events go
         self._connections: set[Connection] = set()
+        self._flush_batch = FlushBatch()  # every connection's writes of one loop pass, in one callback
         self._numbers = itertools.count(1)
         self._host: Any = None  # host.UvicornHost while serving
         self._tasks: list[asyncio.Task[None]] = []
@@ -117,6 +134,9 @@ class QtuiServer(WebSocketSide):
         self._idle = asyncio.Event()  # set while no request is routed (drain waits on it)
         self._idle.set()
         self._hurry = asyncio.Event()  # set by `hurry()`: end the drain's wait now
+        self._inbound: list[list[ev.Event]] = []  # engine events not yet dispatched (engine thread -> loop)
+        self._inbound_lock = threading.Lock()
+        self._is_dispatch_pending = False
 
     # ---- lifecycle -----------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -124,8 +144,7 @@ class QtuiServer(WebSocketSide):
         from qtui.serve.host import UvicornHost
 
         self._loop = asyncio.get_running_loop()
-        sinks = [self._sink] + ([self.recorder.events] if self.recorder else [])
-        self._thread = EngineThread(self.scheduler, sinks, self.settings.window_ms)
+        self._thread = EngineThread(self.scheduler, [self._sink], self.settings.window_ms)
         self._thread.start()
         self._host = UvicornHost(build_app(self), self.settings.host, self.settings.port,
                                  ws_max_size=4 * self.settings.max_message_bytes, ping_interval=20,
@@ -184,7 +203,8 @@ class QtuiServer(WebSocketSide):
             thread, self._thread = self._thread, None
             await asyncio.to_thread(thread.stop)
         if self.recorder is not None:
-            self.recorder.stats(self.stats.frame(time.monotonic()), time.monotonic())
+            now = time.monotonic()  # one clock reading: the line's t is the frame's t
+            self.recorder.stats(self.stats.frame(now), now)
             self.recorder.close()
             self.recorder = None
 
@@ -208,17 +228,48 @@ class QtuiServer(WebSocketSide):
         assert self._thread is not None
         self._thread.cancel(rid)
 
+    async def tokenize(self, prompt: str | None, messages: list[dict[str, str]] | None = None) -> list[int]:
+        """A prompt's token ids (chat `messages` through the model's template): off the event loop unless short,
+        since a MiB of text takes ~0.7 s to tokenize and every other client would wait for it meanwhile."""
+        chars = len(prompt) if prompt is not None else sum(len(m["content"]) for m in messages or [])
+        if chars <= INLINE_TOKENIZE_CHARS:
+            return self._tokenize(prompt, messages)
+        return await asyncio.to_thread(self._tokenize, prompt, messages)
+
+    def _tokenize(self, prompt: str | None, messages: list[dict[str, str]] | None) -> list[int]:
+        if messages is not None:
+            return list(self.tokenizer.encode(self.tokenizer.apply_chat_template(messages)))
+        assert prompt is not None
+        return list(self.tokenizer.encode(prompt))
+
     def next_number(self) -> int:
         return next(self._numbers)
 
     # ---- engine events (engine thread -> loop) -------------------------------------------------------------
     def _sink(self, events: list[ev.Event]) -> None:
+        """Hand a step's events to the loop. While the loop has not yet taken earlier steps' events, this one
+        joins them and one callback takes them all: a loop that falls behind catches up in one pass, and each
+        connection then writes the tokens of several steps as one frame per request (connection.py)."""
         assert self._loop is not None
+        with self._inbound_lock:
+            self._inbound.append(events)
+            if self._is_dispatch_pending:
+                return
+            self._is_dispatch_pending = True
         with contextlib.suppress(RuntimeError):  # loop closed during shutdown
-            self._loop.call_soon_threadsafe(self._dispatch, events)
+            self._loop.call_soon_threadsafe(self._dispatch_inbound)
+
+    def _dispatch_inbound(self) -> None:
+        with self._inbound_lock:
+            batches, self._inbound = self._inbound, []
+            self._is_dispatch_pending = False
+        for events in batches:
+            self._dispatch(events)
 
     def _dispatch(self, events: list[ev.Event]) -> None:
         self.stats.consume(events)
+        if self.recorder is not None:  # here, not on the engine thread: same order as the stats feed sees
+            self.recorder.events(events)
         self.metrics.consume(events)
         for e in events:
             if isinstance(e, (ev.Token, ev.Done, ev.Error)) and e.rid in self._routes:
@@ -264,24 +315,36 @@ class QtuiServer(WebSocketSide):
         return {**self.hello(), "config": self.model.config, "sha256": self.model.sha256, "commit": self.commit,
                 "engine_info": self.engine.describe(), "settings": self._settings_json()}  # fmt: skip
 
-    def health(self) -> dict[str, Any]:
-        return {"status": "draining" if self.is_draining else "ok", **self.identity, "active": self.stats.active,
-                "queue": len(self.stats.queue)}  # fmt: skip
+    def health(self) -> tuple[int, dict[str, Any]]:
+        """(200, "ok"); (503, "draining") during shutdown or (503, "failed", with the error) after a fatal
+        engine error."""
+        failure = self.scheduler.failure
+        state = "failed" if failure else "draining" if self.is_draining else "ok"
+        body: dict[str, Any] = {"status": state, **self.identity, "active": self.stats.active,
+                                "queue": len(self.stats.queue)}  # fmt: skip
+        if failure is not None:
+            body["error"] = {"code": failure.code, "message": failure.message}
+        return (200 if state == "ok" else 503), body
 
     def render_metrics(self) -> str:
-        return self.metrics.render(queue=len(self.stats.queue), active=self.stats.active,
-                                   max_batch=self.engine.max_slots, is_draining=self.is_draining)  # fmt: skip
+        e = self.engine
+        return self.metrics.render(queue=len(self.stats.queue), active=self.stats.active, max_slots=e.max_slots,
+                                   max_rows=e.max_rows, is_draining=self.is_draining,
+                                   is_failed=self.scheduler.failure is not None)  # fmt: skip
 
     def _settings_json(self) -> dict[str, Any]:
-        s = self.settings
-        return {"max_batch": self.engine.max_slots, "max_context": self.engine.max_context, "window_ms": s.window_ms,
-                "queue_size": s.queue_size, "verify_parity": s.verify_parity, "prefill_chunk": s.prefill_chunk,
-                "max_message_bytes": s.max_message_bytes, "drain_timeout": s.drain_timeout}  # fmt: skip
+        s, e = self.settings, self.engine
+        return {"max_slots": e.max_slots, "max_rows": e.max_rows, "max_batch": e.max_slots,
+                "max_context": e.max_context, "window_ms": s.window_ms, "queue_size": s.queue_size,
+                "max_per_connection": s.per_connection_limit, "verify_parity": s.verify_parity,
+                "max_prefill_tokens": self.scheduler.max_prefill_tokens, "max_message_bytes": s.max_message_bytes,
+                "drain_timeout": s.drain_timeout}  # fmt: skip
 
     def _header(self) -> dict[str, Any]:
         described = self.engine.describe()
         return {"model": self.model.path, "sha256": self.model.sha256, "config": self.model.config,
-                "engine": self.engine.name, "device": str(described.get("device", self.engine.name)),
+                "identity": self.identity, "engine": self.engine.name,
+                "device": str(described.get("device", self.engine.name)),
                 "engine_info": described, "commit": self.commit, "settings": self._settings_json()}  # fmt: skip
 
 

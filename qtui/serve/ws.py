@@ -11,11 +11,12 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from starlette.responses import PlainTextResponse
 from starlette.websockets import WebSocket
 
+from qtui.errors import Overloaded
 from qtui.serve import events as ev
 from qtui.serve import protocol as proto
 from qtui.serve.auth import is_authorized
@@ -38,13 +39,13 @@ class WsRoute:
 
     def deliver(self, e: ev.Token | ev.Done | ev.Error) -> None:
         if isinstance(e, ev.Token):
-            self.conn.send(proto.token_frame(self.client_id, e))
+            self.conn.send_token(self.client_id, e)
             return
         self.conn.active.pop(self.client_id, None)
         if isinstance(e, ev.Done):
             self.conn.send(proto.done_frame(self.client_id, e, self.seed))
         else:
-            self.conn.send(proto.error_frame(self.client_id, e.code, e.message))
+            self.conn.send(proto.error_event_frame(self.client_id, e))
 
 
 class WebSocketSide:
@@ -55,9 +56,10 @@ class WebSocketSide:
             await websocket.send_denial_response(denial)
             return
         await websocket.accept()
-        abort = websocket.scope.get("extensions", {}).get("qtui.transport", {}).get("abort")
+        transport = websocket.scope.get("extensions", {}).get("qtui.transport", {})
         conn = Connection(websocket, self.next_number(), max_queued_bytes=self.settings.max_queued_bytes,
-                          abort=abort, close=websocket.close)  # fmt: skip
+                          abort=transport.get("abort"), close=websocket.close, writer=transport.get("writer"),
+                          batch=self._flush_batch)  # fmt: skip
         self._connections.add(conn)
         sender = asyncio.create_task(conn.run_sender())
         conn.send({"op": "hello", **self.hello()})
@@ -83,10 +85,12 @@ class WebSocketSide:
             if message["type"] == "websocket.disconnect":
                 return
             raw = message.get("text")
-            self._on_frame(conn, raw if raw is not None else message.get("bytes", b""))
+            # one frame at a time (a cancel never overtakes its generate); other connections run meanwhile
+            await self._on_frame(conn, raw if raw is not None else message.get("bytes", b""))
 
     def _handshake_denial(self: QtuiServer, websocket: WebSocket) -> PlainTextResponse | None:
-        if self.settings.api_key and not is_authorized(websocket.headers, websocket.query_params, self.settings.api_key):
+        key = self.settings.api_key
+        if key and not is_authorized(websocket.headers, websocket.query_params, key):
             return PlainTextResponse("unauthorized: missing or wrong API key\n", status_code=401)
         if self.is_draining:
             return PlainTextResponse("server shutting down\n", status_code=503)
@@ -101,7 +105,7 @@ class WebSocketSide:
         conn.drop()
 
     # ---- frames --------------------------------------------------------------------------------------------
-    def _on_frame(self: QtuiServer, conn: Connection, raw: str | bytes) -> None:
+    async def _on_frame(self: QtuiServer, conn: Connection, raw: str | bytes) -> None:
         try:
             limits = {"max_context": self.engine.max_context, "n_vocab": self.n_vocab}
             msg = proto.parse_client_frame(raw, max_bytes=self.settings.max_message_bytes, **limits)
@@ -109,39 +113,43 @@ class WebSocketSide:
             conn.send(proto.error_frame(exc.request_id, exc.error.code, exc.error.message))
             return
         if isinstance(msg, proto.Generate):
-            self._on_generate(conn, msg)
+            await self._on_generate(conn, msg)
         elif isinstance(msg, proto.Cancel):
             rid = conn.active.get(msg.id)
             if rid is not None:  # an unknown or already finished id is ignored (it may have just finished)
                 self.request_cancel(rid)
         elif isinstance(msg, proto.Subscribe):
             conn.is_subscribed = True
-            conn.send_stats(proto.dumps(self.stats.frame(time.monotonic())))
+            conn.send_stats(proto.dumps(self.stats.snapshot(time.monotonic())))
         elif isinstance(msg, proto.Info):
             conn.send({"op": "info", **self.info()})
 
-    def _on_generate(self: QtuiServer, conn: Connection, msg: proto.Generate) -> None:
+    async def _on_generate(self: QtuiServer, conn: Connection, msg: proto.Generate) -> None:
         arrival_t = time.monotonic()
-        if msg.id in conn.active:
-            conn.send(proto.error_frame(msg.id, "bad_request", f"id {msg.id!r} is already in use by an active request"))
-            return
-        if self.is_draining:
-            conn.send(proto.error_frame(msg.id, "shutting_down", "server is draining: not admitting new requests"))
+        if (refusal := self._refusal(conn, msg.id)) is not None:
+            conn.send(refusal)
             return
         try:
-            tokens = self._prompt_tokens(msg)
+            tokens = list(msg.tokens) if msg.tokens is not None else await self.tokenize(msg.prompt, msg.messages)
         except Exception as exc:  # a template or tokenizer failure is the request's problem, not the server's
             conn.send(proto.error_frame(msg.id, "bad_request", f"cannot tokenize the prompt: {exc}"))
+            return
+        if conn.is_dropped:  # the socket went while we tokenized: nobody to answer
             return
         rid = conn.rid(msg.id)
         conn.active[msg.id] = rid
         seed = None if msg.params.sampling.is_greedy else msg.params.sampling.seed
         self.submit(rid, WsRoute(conn, msg.id, seed), tokens, msg.params, arrival_t)
 
-    def _prompt_tokens(self: QtuiServer, msg: proto.Generate) -> list[int]:
-        if msg.tokens is not None:
-            return list(msg.tokens)
-        if msg.messages is not None:
-            return list(self.tokenizer.encode(self.tokenizer.apply_chat_template(msg.messages)))
-        assert msg.prompt is not None
-        return list(self.tokenizer.encode(msg.prompt))
+    def _refusal(self: QtuiServer, conn: Connection, client_id: str) -> dict[str, Any] | None:
+        """The error frame for a generate refused before it reaches the scheduler, or None."""
+        if client_id in conn.active:
+            return proto.duplicate_id_frame(client_id)
+        if self.is_draining:
+            return proto.error_frame(client_id, "shutting_down", "server is draining: not admitting new requests")
+        if (failure := self.scheduler.failure) is not None:  # fail fast: the engine will never run it
+            return proto.error_frame(client_id, failure.code, failure.message)
+        if len(conn.active) >= (limit := self.settings.per_connection_limit):
+            return proto.error_frame(client_id, Overloaded.code, f"this connection already has {limit} requests "
+                                     "running or queued (--max-per-connection): wait for one to end")  # fmt: skip
+        return None

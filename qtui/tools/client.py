@@ -29,7 +29,9 @@ class Reply:
     id: str
     tokens: list[int] = field(default_factory=list)  # from `token` frames
     pieces: list[str] = field(default_factory=list)  # `text` of each token frame
-    indices: list[int] = field(default_factory=list)  # `index` of each token frame (0, 1, 2, ... when in order)
+    indices: list[int] = field(default_factory=list)  # index of each token (0, 1, 2, ... when in order)
+    frame_times: list[float] = field(default_factory=list)  # loop time each token frame arrived
+    frame_sizes: list[int] = field(default_factory=list)  # tokens each token frame carried (> 1: coalesced)
     done: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     sent_t: float = 0.0  # loop time the frame was sent
@@ -148,10 +150,13 @@ class Client:
                     self.unrouted_errors.append(frame)
                 return
             reply, future = entry
-            if op == "token":
-                reply.tokens.append(frame["token"])
+            if op == "token":  # one token, or several coalesced (`tokens`: all ids, `text`: all their text)
+                ids = frame.get("tokens") or [frame["token"]]
+                reply.tokens += ids
                 reply.pieces.append(frame["text"])
-                reply.indices.append(frame["index"])
+                reply.indices += range(frame["index"], frame["index"] + len(ids))
+                reply.frame_times.append(now)
+                reply.frame_sizes.append(len(ids))
                 reply.first_token_t = reply.first_token_t or now
                 return
             if op == "done":

@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
 
     levels = parse_levels(args.levels)
     model = ensure_tiny_model(args.cache_dir, args.quant)
-    options = dict(engine=args.engine, port=args.port, max_batch=max(16, max(levels)), verify_parity=True,
+    options = dict(engine=args.engine, port=args.port, max_slots=max(16, max(levels)), verify_parity=True,
                    record=args.record)
     with serve_in_background(model, **options) as server:
         print(f"qtui demo: serving {model.name} on {server.url} ({server.engine_name})")

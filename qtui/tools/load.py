@@ -124,3 +124,4 @@ def summary_table(results: list[LevelResult]):  # -> rich.table.Table (rich is i
         table.add_row(str(r.clients), str(r.num_sent), str(r.num_done), str(r.num_errors), str(r.max_m),
                       "—" if p50 is None else f"{p50:.1f}", f"{r.tok_s:.1f}", f"{r.wall_s:.1f}")
     return table
+

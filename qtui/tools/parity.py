@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from qtui.serve.reply import first_divergence
+
 WORDS = ("the quick brown fox jumps over a lazy dog while seven tiny models count tokens under bright "
          "green lamps and every batch keeps its promise to the single reply").split()  # fmt: skip
 
@@ -45,13 +47,6 @@ def make_prompts(n: int, seed: int, n_vocab: int) -> list[dict[str, Any]]:
         else:
             prompts.append({"tokens": [rng.randrange(n_vocab) for _ in range(rng.randint(1, 64))]})
     return prompts
-
-
-def first_divergence(a: list[int], b: list[int]) -> int | None:
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
 
 
 async def _burst(url: str, requests: list[dict[str, Any]], api_key: str | None) -> tuple[list[Any], float]:

@@ -53,7 +53,7 @@ async def cancel_error_session(url: str) -> None:
 async def record(model: Path, session, directory: Path) -> Path:
     from qtui.serve.main import start_server
 
-    async with start_server(model, engine="cpu", port=0, max_batch=16, max_context=SAMPLE_MAX_CONTEXT,
+    async with start_server(model, engine="cpu", port=0, max_slots=16, max_context=SAMPLE_MAX_CONTEXT,
                             verify_parity=True, window_ms=10.0, record=directory) as srv:
         assert srv.recorder is not None
         path = srv.recorder.path

@@ -87,11 +87,20 @@ class DashApp(App[None]):
             self.redraw_status()
 
     # -- drawing -----------------------------------------------------------------------------------------
+    @property
+    def can_draw(self) -> bool:
+        """The widgets exist. False once shutdown begins: Textual removes the widgets first and cancels the
+        feed worker (and timers) after, so a position / stats message can still be handled in between.
+        (Feed messages are handled only after mount, so startup needs no guard.)"""
+        return self.is_running
+
     def redraw_if_dirty(self) -> None:
         if self.is_dirty and not self.is_frozen:
             self.redraw()
 
     def redraw(self) -> None:
+        if not self.can_draw:
+            return
         self.is_dirty = False
         self.num_redraws += 1
         state = self.feed.state
@@ -102,6 +111,8 @@ class DashApp(App[None]):
         self.redraw_status()
 
     def redraw_status(self) -> None:
+        if not self.can_draw:
+            return
         self.query_one(StatusBar).show(self.feed.state, self.connection, self.is_frozen, self.position_text)
 
     # -- keys --------------------------------------------------------------------------------------------

@@ -114,7 +114,7 @@ class ReplayFeed:
     def __init__(self, frames: list[TimedFrame], label: str, speed: float = 1.0, start_at: float = 0.0,
                  is_paused: bool = False, duration: float | None = None,
                  identity: dict[str, Any] | None = None) -> None:
-        """`identity`: model / engine / device / max_batch shown before the first frame (from the header)."""
+        """`identity`: model / engine / device / max_slots shown before the first frame (from the header)."""
         assert speed > 0, "speed is a positive factor"
         self.frames = frames
         self.identity = identity or {}

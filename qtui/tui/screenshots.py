@@ -28,7 +28,7 @@ async def live_screenshot(out: Path, engine: str = "auto") -> Path:
 
     with tempfile.TemporaryDirectory(prefix="qtui-shot-") as tmp:
         model = write_model(Path(tmp) / "tiny-q8_0.gguf", preset="tiny", quant="q8_0", progress=False)
-        async with start_server(model, engine=engine, port=0, max_batch=16, verify_parity=True) as srv:
+        async with start_server(model, engine=engine, port=0, max_slots=16, verify_parity=True) as srv:
             app = DashApp(SocketFeed(srv.url))
             async with app.run_test(size=SIZE) as pilot:
                 await climb(srv.url, levels=(1, 4, 8), rounds=2, max_tokens=32, pause_s=1.0)

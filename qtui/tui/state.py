@@ -47,7 +47,7 @@ class DashState:
     model: str = "?"
     engine: str = "?"
     device: str = "?"
-    max_batch: int = 0
+    max_slots: int = 0
     t: float = 0.0  # seconds since server start, of the latest frame
     num_frames: int = 0
     slots: list[SlotView] = field(default_factory=list)
@@ -110,10 +110,10 @@ class DashState:
                 view.parity = text
 
     def slot_rows(self) -> list[SlotView]:
-        """One row per slot 0..max_batch-1 (busy, or idle showing the last request it held), plus any busy
-        slot beyond max_batch. Idle slots that never held a request are left out when max_batch is unknown."""
+        """One row per slot 0..max_slots-1 (busy, or idle showing the last request it held), plus any busy
+        slot beyond max_slots. Idle slots that never held a request are left out when max_slots is unknown."""
         busy = {s.slot: s for s in self.slots}
-        ids = sorted(set(range(self.max_batch)) | busy.keys() | self.last_in_slot.keys())
+        ids = sorted(set(range(self.max_slots)) | busy.keys() | self.last_in_slot.keys())
         rows = []
         for slot in ids:
             view = busy.get(slot) or self.last_in_slot.get(slot)
@@ -121,11 +121,12 @@ class DashState:
         return rows
 
     def set_identity(self, info: dict[str, Any]) -> None:
-        """Model / engine / device / max_batch from a `hello` frame or a recording's header."""
+        """Model / engine / device / max_slots from a `hello` frame or a recording's header (`max_batch`: the
+        v1 name of max_slots, all that older servers and recordings carry)."""
         self.model = str(info.get("model", self.model))
         self.engine = str(info.get("engine", self.engine))
         self.device = str(info.get("device", self.device))
-        self.max_batch = int(info.get("max_batch", self.max_batch))
+        self.max_slots = int(info.get("max_slots", info.get("max_batch", self.max_slots)))
 
     def clear_history(self) -> None:
         """Forget the sparkline histories and recent verdicts (the `c` key); the latest values stay."""

@@ -14,6 +14,7 @@ from typing import Any
 
 from qtui.engine.sampling import Choice, SamplingParams
 from qtui.errors import Overloaded, PromptTooLong
+from qtui.tools.overhead import PieceDetokenizer
 
 EOS = 1
 
@@ -22,8 +23,12 @@ class FakeEngine:
     name = "fake"
     config = None
 
-    def __init__(self, max_slots: int = 4, max_context: int = 64, n_vocab: int = 50, step_delay_s: float = 0.0):
+    def __init__(self, max_slots: int = 4, max_context: int = 64, n_vocab: int = 50, step_delay_s: float = 0.0,
+                 max_rows: int | None = None, prefill_chunk: int | None = None):
+        self.prefill_chunk = prefill_chunk  # stated in describe() as the CUDA engine does (None: not stated)
+        self.prefill_calls: list[tuple[int, int]] = []  # (slot, tokens) of every prefill call, in order
         self.max_slots = max_slots
+        self.max_rows = max_rows or max_slots  # fewer rows than slots: the scheduler must split its decodes
         self.max_context = max_context
         self.n_vocab = n_vocab
         self.step_delay_s = step_delay_s  # makes a decode step take time, for mid-stream cancel tests
@@ -60,12 +65,14 @@ class FakeEngine:
 
     def prefill(self, slot: int, tokens: Sequence[int], sampling: SamplingParams | None = None) -> int:
         assert len(tokens) >= 1
+        self.prefill_calls.append((slot, len(tokens)))
         self._feed(slot, tokens)
         return self._next(slot, sampling)
 
     def decode(self, slots: Sequence[int], tokens: Sequence[int],
                sampling: Sequence[SamplingParams] | None = None) -> list[int]:  # fmt: skip
         assert len(set(slots)) == len(slots) == len(tokens) >= 1
+        assert len(slots) <= self.max_rows, f"decode of {len(slots)} rows > max_rows {self.max_rows}"
         self.decode_calls.append(list(slots))
         if self.step_delay_s:
             time.sleep(self.step_delay_s)
@@ -86,7 +93,8 @@ class FakeEngine:
         return [fake_choice(t, p.logprobs) for t, p in zip(self.decode(slots, tokens, sampling), sampling)]
 
     def describe(self) -> dict[str, Any]:
-        return {"engine": "fake", "device": "host (fake)", "max_slots": self.max_slots, "max_context": self.max_context}
+        out = {"engine": "fake", "device": "host (fake)", "max_slots": self.max_slots, "max_context": self.max_context}
+        return out if self.prefill_chunk is None else {**out, "prefill_chunk": self.prefill_chunk}
 
 
 def next_token(history: list[int], n_vocab: int, sampling: SamplingParams | None = None) -> int:
@@ -115,17 +123,6 @@ def solo_reply(prompt: list[int], max_tokens: int, n_vocab: int = 50, eos: int |
     return out
 
 
-class FakeDetokenizer:
-    def __init__(self, tok: FakeTokenizer) -> None:
-        self.tok = tok
-
-    def push(self, token_id: int) -> str:
-        return self.tok.piece(token_id)
-
-    def flush(self) -> str:
-        return ""
-
-
 class FakeTokenizer:
     """Token id t <-> the piece "<letter>" or "<letter><letter>"; id 1 is EOS. Letters a..z only."""
 
@@ -146,5 +143,5 @@ class FakeTokenizer:
     def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
         return "".join(f"<{m['role']}>{m['content']}" for m in messages) + ("<assistant>" if add_generation_prompt else "")
 
-    def new_detokenizer(self) -> FakeDetokenizer:
-        return FakeDetokenizer(self)
+    def new_detokenizer(self) -> PieceDetokenizer:
+        return PieceDetokenizer(self)

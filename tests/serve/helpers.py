@@ -16,10 +16,11 @@ from .fake_engine import FakeEngine, FakeTokenizer
 
 
 @contextlib.asynccontextmanager
-async def fake_server(max_slots: int = 4, max_context: int = 64, step_delay_s: float = 0.0, **settings: Any) -> AsyncIterator[QtuiServer]:
+async def fake_server(max_slots: int = 4, max_context: int = 64, step_delay_s: float = 0.0, max_rows: int | None = None,
+                      **settings: Any) -> AsyncIterator[QtuiServer]:
     settings.setdefault("port", 0)
     settings.setdefault("window_ms", 30.0)
-    engine = FakeEngine(max_slots=max_slots, max_context=max_context, step_delay_s=step_delay_s)
+    engine = FakeEngine(max_slots=max_slots, max_context=max_context, step_delay_s=step_delay_s, max_rows=max_rows)
     async with serve_engine(engine, FakeTokenizer(), ServeSettings(**settings)) as srv:
         yield srv
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+from qtui.serve.records import StatsLine
 from qtui.tools.client import Client
 
 from .fake_engine import EOS, solo_reply
@@ -34,7 +35,9 @@ async def test_recording_has_every_request_and_step(tmp_path):
         assert key in header
     assert header["settings"]["max_batch"] == 2 and header["engine"] == "fake"
     assert all(isinstance(e["t"], float) and e["t"] >= 0 for e in events)
-    assert [e["t"] for e in events] == sorted(e["t"] for e in events)
+    for kind_is_stats in (True, False):  # each kind is in time order (see docs/protocol.md on stats lines)
+        times = [e["t"] for e in events if (e["ev"] == "stats") == kind_is_stats]
+        assert times == sorted(times)
     by_kind: dict[str, list] = {}
     for e in events:
         by_kind.setdefault(e["ev"], []).append(e)
@@ -58,9 +61,46 @@ async def test_recording_has_every_request_and_step(tmp_path):
     from qtui.tui.recording import derive_frames, load_recording, rebuild_frames
 
     rec = load_recording(path)
-    assert derive_frames(rec)
-    rebuilt = rebuild_frames(rec.header, [e for e in rec.events if e["ev"] != "stats"])
+    assert derive_frames(rec) and not rec.problems
+    rebuilt = rebuild_frames(rec.header, [e for e in rec.events if not isinstance(e, StatsLine)])
     assert rebuilt[-1].frame["requests_done"] == 6 and rebuilt[-1].frame["errors"] == 1
+
+
+async def test_replayed_stats_frames_equal_the_live_ones(tmp_path):
+    """Replay feeds a recording's events to the live server's own StatsFeed: every frame it builds at a
+    recorded stats line is that frame, field for field, and so is every frame a subscriber received then.
+    The session has split steps (max_rows < slots), a queue, a cancel, an error and parity verdicts."""
+    from qtui.tui.recording import load_recording, rebuild_frames
+
+    async with fake_server(max_slots=4, max_rows=3, record=tmp_path, step_delay_s=0.003, stats_interval=0.02,
+                           verify_parity=True) as srv:  # fmt: skip
+        path = srv.recorder.path
+        async with await Client.connect(srv.url) as watcher, await Client.connect(srv.url) as client:
+            await watcher.subscribe()
+            first = await client.submit_many([dict(tokens=[3, i + 2], max_tokens=12, ignore_eos=True) for i in range(6)])
+            (cx,) = await client.submit_many([dict(id="cx", tokens=[9], max_tokens=60, ignore_eos=True)])
+            (long,) = await client.submit_many([dict(tokens=[3] * 64)])
+            await asyncio.gather(*first, long)
+            await client.cancel("cx")
+            await cx
+            async with asyncio.timeout(10):
+                while srv.stats.parity["equal"] < 6:  # the parity re-runs of an idle server
+                    await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)
+    live = []
+    while not watcher.stats.empty():
+        live.append(watcher.stats.get_nowait())
+    rec = load_recording(path)
+    recorded = [line for line in rec.events if isinstance(line, StatsLine)]
+    replayed = rebuild_frames(rec.header, rec.events)
+    assert len(replayed) == len(recorded) > 10 and not rec.problems
+    for line, mine in zip(recorded, replayed):
+        assert mine.t == line.t and mine.frame == line.frame, f"frame at t={line.t}"
+    by_t = {line.frame["t"]: line.frame for line in recorded}
+    matched = [f for f in live[1:] if f["t"] in by_t]  # live[0]: the subscribe-time snapshot
+    assert len(matched) > 5 and all(f == by_t[f["t"]] for f in matched)
+    final = recorded[-1].frame
+    assert final["batch_hist"].get("3", 0) > 0 and final["errors"] == 1 and final["parity"]["equal"] == 6
 
 
 async def test_stats_feed_frames_while_serving():

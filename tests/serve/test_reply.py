@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -73,6 +75,12 @@ def test_stream_pieces_join_to_text_and_match_oracle(pieces, data, stops, max_to
 def test_holdback_and_divergence():
     assert holdback_len("xxab", ("abc",)) == 2 and holdback_len("xxa", ("abc", "zz")) == 1
     assert holdback_len("abc", ("abc",)) == 0 and holdback_len("xyz", ()) == 0
+    rng = random.Random()
+    for _ in range(200):  # against a direct scan
+        a = [rng.randrange(5) for _ in range(rng.randint(0, 12))]
+        b = list(a) if rng.random() < 0.3 else [rng.randrange(5) for _ in range(rng.randint(0, 12))]
+        want = next((i for i in range(max(len(a), len(b))) if i >= len(a) or i >= len(b) or a[i] != b[i]), None)
+        assert first_divergence(a, b) == want
     assert first_divergence([1, 2, 3], [1, 2, 3]) is None
     assert first_divergence([1, 2, 3], [1, 5, 3]) == 1
     assert first_divergence([1, 2], [1, 2, 3]) == 2

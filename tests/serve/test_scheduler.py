@@ -13,8 +13,8 @@ from qtui.serve.scheduler import Scheduler
 from .fake_engine import EOS, FakeEngine, FakeTokenizer, solo_reply
 
 
-def make(max_slots=4, max_context=64, **kw) -> tuple[Scheduler, FakeEngine]:
-    engine = FakeEngine(max_slots=max_slots, max_context=max_context)
+def make(max_slots=4, max_context=64, max_rows=None, **kw) -> tuple[Scheduler, FakeEngine]:
+    engine = FakeEngine(max_slots=max_slots, max_context=max_context, max_rows=max_rows)
     return Scheduler(engine, FakeTokenizer(), **kw), engine
 
 
@@ -55,10 +55,28 @@ def test_burst_forms_one_batch_and_replies_equal_solo(c):
     assert engine.num_free_slots() == 16
 
 
+def test_decodes_hold_at_most_max_rows_and_each_engine_call_is_its_own_step():
+    """6 slots, 4 rows per engine call: every step decodes 4 then 2, reported as m=4 and m=2 (what the
+    engine ran), never one m=6 step; replies are unchanged and max_m is the call's m."""
+    rng = random.Random(11)
+    sched, engine = make(max_slots=6, max_context=128, max_rows=4)
+    prompts = {f"r{i}": rand_prompt(rng, rng.randrange(1, 20)) for i in range(6)}
+    for rid, p in prompts.items():
+        sched.submit(rid, p, GenerateParams(max_tokens=8, ignore_eos=True))
+    events = run_all(sched)
+    steps = [e for e in events if isinstance(e, ev.Step)]
+    assert [s.slots for s in steps] == engine.decode_calls
+    assert [s.m for s in steps] == [4, 2] * 7 and all(s.m == len(s.slots) == len(s.tokens) for s in steps)
+    done = dones(events)
+    for i, (rid, p) in enumerate(prompts.items()):
+        assert done[rid].tokens == solo_reply(p, 8, eos=None)
+        assert done[rid].max_m == (4 if i < 4 else 2)
+
+
 def test_continuous_batching_join_and_leave_keeps_replies():
     """Requests arriving while others decode join at step boundaries; nobody's reply changes."""
     rng = random.Random(7)
-    sched, _ = make(max_slots=4, max_context=200, prefill_chunk=5)
+    sched, _ = make(max_slots=4, max_context=200, max_prefill_tokens=20)
     expected: dict[str, list[int]] = {}
     events: list[ev.Event] = []
     for i in range(30):
@@ -73,9 +91,9 @@ def test_continuous_batching_join_and_leave_keeps_replies():
     done = dones(events)
     assert {rid: d.tokens for rid, d in done.items()} == expected
     assert max(e.m for e in events if isinstance(e, ev.Step)) == 4
-    # a 40-token prompt in chunks of 5 takes 8 prefill events
+    # 20 prompt tokens per step in all: a 40-token prompt takes at least 2 prefill pieces
     pre = [e for e in events if isinstance(e, ev.Prefilled)]
-    assert all(e.n <= 5 for e in pre)
+    assert all(e.n <= 20 for e in pre) and len(pre) > 30
 
 
 def test_eos_stops_and_is_kept_in_tokens():

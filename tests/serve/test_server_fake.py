@@ -23,6 +23,7 @@ def rand_tokens(rng: random.Random, n: int) -> list[int]:
 async def test_hello_info_health_and_metrics():
     async with fake_server() as srv, await Client.connect(srv.url) as client:
         assert client.hello["protocol"] == 1 and client.hello["max_batch"] == 4 and client.hello["max_context"] == 64
+        assert client.hello["max_slots"] == 4 and client.hello["max_rows"] == 4
         info = await client.info()
         assert info["settings"]["queue_size"] == 256 and info["engine"] == "fake"
         reply = await client.generate(tokens=[5, 6, 7], max_tokens=5, ignore_eos=True)
@@ -38,6 +39,7 @@ async def test_hello_info_health_and_metrics():
         assert metrics["qtui_batch_size_count"][""] == 4  # 1 prefill token + 4 decode steps at m=1
         assert metrics["qtui_batch_size_bucket"]['{le="1.0"}'] == 4  # prometheus-client writes bounds as floats
         assert metrics["qtui_time_to_first_token_seconds_count"][""] == 1
+        assert metrics["qtui_max_slots"][""] == metrics["qtui_max_rows"][""] == metrics["qtui_max_batch"][""] == 4
         for name in ("qtui_step_duration_seconds_count", "qtui_queue_depth", "qtui_active_slots", "qtui_parity_verdicts_total"):
             assert name in metrics
         assert (await aget(f"http://127.0.0.1:{srv.port}/nope"))[0] == 404
@@ -114,7 +116,8 @@ async def test_bad_input_gets_typed_errors_while_others_carry_on():
             for _, rid, code in BAD_FRAMES:
                 assert (rid, code) in errors
             assert (None, "message_too_large") in errors
-            assert ("dup", "bad_request") in errors
+            dup = next(e for e in bad.unrouted_errors if e["code"] == "duplicate_id")
+            assert dup["id"] is None and dup["rejected_id"] == "dup"
             assert len(errors) == len(BAD_FRAMES) + 2
 
 
@@ -309,6 +312,32 @@ async def test_slow_subscriber_gets_latest_stats_only():
     sender.cancel()
     kinds = [json.loads(t).get("n", json.loads(t)["op"]) for t in ws.sent]
     assert kinds == ["token", "done", 49]  # request frames all, in order; stats coalesced to the newest
+
+
+async def test_a_sender_failure_that_is_not_the_socket_is_logged_and_closes_with_1011(caplog):
+    """A frame the transport cannot take (a bug, not a peer gone) must not end the sender silently: the
+    client would wait forever on a socket that no longer writes."""
+    from qtui.serve.connection import Connection
+
+    closed = []
+
+    class PickySocket:
+        async def send_text(self, text):
+            if "bad" in text:
+                raise ValueError("cannot encode")
+
+    async def close(code, reason):
+        closed.append(code)
+
+    conn = Connection(PickySocket(), 7, close=close)
+    sender = asyncio.create_task(conn.run_sender())
+    conn.send({"op": "token", "id": "bad"})
+    conn.send({"op": "token", "id": "later"})
+    await asyncio.wait_for(sender, 2)
+    assert closed == [1011]
+    assert "sender of connection 7 failed" in caplog.text and "ValueError" in caplog.text
+    conn.send({"op": "token", "id": "after"})  # nothing more is queued for a closed connection
+    assert not conn._frames
 
 
 async def test_sampled_requests_over_socket_equal_solo_and_report_their_seed():

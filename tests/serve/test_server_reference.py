@@ -54,14 +54,15 @@ def make_prompts(tokenizer, n: int, seed: int) -> list[list[int]]:
 def test_scheduler_batch_of_c_equals_solo(stack, c):
     _, tokenizer, engine = stack
     prompts = make_prompts(tokenizer, c, seed=c)
-    sched = Scheduler(engine, _Codec(tokenizer), prefill_chunk=16)
+    sched = Scheduler(engine, _Codec(tokenizer), max_prefill_tokens=16 * c)
     for i, p in enumerate(prompts):
         sched.submit(f"r{i}", p, GenerateParams(max_tokens=8, ignore_eos=i % 2 == 1))
     events = []
     while sched.has_work:
         events += sched.step()
         sched.check_integrity()
-    # prompts of up to 40 tokens prefill in chunks of 16 over <= 3 steps; then all c decode together
+    # prompts of up to 40 tokens, 16c prompt tokens per step: every prompt is in within 3 steps (some cut
+    # mid-prompt at the budget's edge, so chunked prefill is exercised); then all c decode together
     assert max(e.m for e in events if isinstance(e, ev.Step)) == c
     done = {e.rid: e for e in events if isinstance(e, ev.Done)}
     for i, p in enumerate(prompts):
@@ -91,7 +92,7 @@ async def test_real_load_replies_equal_solo(stack, tiny_gguf):
     """A smaller real-engine load: 48 requests from 12 clients over 4 slots, staggered, short replies."""
     _, tokenizer, engine = stack
     prompts = make_prompts(tokenizer, 48, seed=7)
-    async with start_server(tiny_gguf, engine="cpu", port=0, max_batch=4, max_context=MAX_CONTEXT, window_ms=2) as srv:
+    async with start_server(tiny_gguf, engine="cpu", port=0, max_slots=4, max_context=MAX_CONTEXT, window_ms=2) as srv:
         clients = [await Client.connect(srv.url) for _ in range(12)]
 
         async def client_loop(k: int):
@@ -105,3 +106,12 @@ async def test_real_load_replies_equal_solo(stack, tiny_gguf):
         assert reply.done is not None, reply.error
         assert reply.tokens == solo_generate(engine, p, 4, tokenizer.eos_token_ids)
     assert max(r.done["max_m"] for _, r in results) > 1
+
+
+def test_serve_flags_name_slots_and_keep_the_old_max_batch():
+    from qtui.cli import build_parser
+
+    parse = build_parser().parse_args
+    assert parse(["serve", "m.gguf", "--max-batch", "3"]).max_slots == 3  # the old name still sets slots
+    assert parse(["serve", "m.gguf", "--max-slots", "5", "--max-per-connection", "2"]).max_slots == 5
+    assert parse(["serve", "m.gguf"]).max_per_connection is None

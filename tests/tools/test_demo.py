@@ -13,7 +13,7 @@ from qtui.tools.load import climb, request_params
 
 
 async def test_climb_completes_every_level_and_batches_form(tiny_gguf):
-    async with start_server(tiny_gguf, engine="cpu", port=0, max_batch=8, max_context=256, window_ms=20.0) as srv:
+    async with start_server(tiny_gguf, engine="cpu", port=0, max_slots=8, max_context=256, window_ms=20.0) as srv:
         results = await climb(srv.url, levels=(1, 4, 8), rounds=2, max_tokens=12)
     assert [r.clients for r in results] == [1, 4, 8]
     for r in results:

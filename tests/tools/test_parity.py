@@ -60,7 +60,9 @@ async def test_parity_detects_divergence_and_m_mismatch():
 
     from qtui.tools.parity import format_table, run_ladder
 
-    async with fake_server(max_slots=4, max_context=512, window_ms=100) as srv:
+    # the fake tokenizer makes a token per character: a prefill budget above the 4 prompts' ~600 tokens puts
+    # them all in the first step, so the first decode is at m=4 and every reply diverges at index 1
+    async with fake_server(max_slots=4, max_context=512, window_ms=100, max_prefill_tokens=2048) as srv:
         real_decode = srv.engine.decode
         srv.engine.decode = lambda slots, toks: [
             (t + 1) % srv.engine.n_vocab if len(slots) > 2 and t != EOS else t for t in real_decode(slots, toks)

@@ -123,3 +123,29 @@ def test_against_nothing_listening_is_one_clear_line(tmp_path, capsys, prompts):
         port = s.getsockname()[1]
     assert replay.run(against_args(path, f"ws://127.0.0.1:{port}")) == 2
     assert "connection refused" in capsys.readouterr().out
+
+
+def test_a_damaged_recording_is_reported_line_by_line_without_a_traceback(tmp_path):
+    """`qtui replay FILE --against URL` (a real process) on a file with a non-object line, invalid UTF-8, an
+    arrival without tokens, a stats line without its frame and a last line cut short: one line per problem
+    on stderr, then the usual connection report, never a traceback."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "damaged.jsonl"
+    path.write_bytes(b"\n".join([
+        b'{"ev": "header", "format": "qtui-recording", "version": 1}',
+        b'{"t": 0.0, "ev": "arrival", "id": "c1:r1", "tokens": [1, 2], "params": {"max_tokens": 2}}',
+        b"[1, 2]", b'\xff{"t": 1}', b'{"t": 0.1, "ev": "arrival", "id": "c1:r2"}', b'{"t": 0.2, "ev": "stats"}',
+        b'{"t": 0.3, "ev": "done", "id": "c1:r1", "tok',
+    ]))  # fmt: skip
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = subprocess.run([sys.executable, "-m", "qtui", "replay", str(path), "--against", f"ws://127.0.0.1:{port}"],
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 2 and "Traceback" not in out.stderr + out.stdout
+    for needle in ("line 3: a JSON list", "line 4: not UTF-8", "line 5: arrival line without `tokens`",
+                   "line 6: stats line without `frame`", "line 7: cut short"):  # fmt: skip
+        assert needle in out.stderr
+    assert "connection refused" in out.stdout

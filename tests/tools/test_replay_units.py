@@ -2,18 +2,8 @@
 
 from __future__ import annotations
 
-import random
-
-from qtui.tools.replay import Replayed, compare, first_divergence, requests_of
-
-
-def test_first_divergence_against_a_direct_scan():
-    rng = random.Random()
-    for _ in range(200):
-        a = [rng.randrange(5) for _ in range(rng.randint(0, 12))]
-        b = list(a) if rng.random() < 0.3 else [rng.randrange(5) for _ in range(rng.randint(0, 12))]
-        want = next((i for i in range(max(len(a), len(b))) if i >= len(a) or i >= len(b) or a[i] != b[i]), None)
-        assert first_divergence(a, b) == want
+from qtui.serve.records import decode
+from qtui.tools.replay import Replayed, compare, requests_of
 
 
 def test_requests_of_pairs_arrivals_with_outcomes_and_cancels():
@@ -26,11 +16,15 @@ def test_requests_of_pairs_arrivals_with_outcomes_and_cancels():
         {"t": 0.4, "ev": "cancel", "id": "c1:r2"},
         {"t": 0.5, "ev": "done", "id": "c1:r2", "tokens": [6], "finish_reason": "cancelled"},
         {"t": 0.6, "ev": "done", "id": "c1:r1", "tokens": [5, 7, 8, 9], "finish_reason": "length"},
+        {"t": 0.7, "ev": "arrival", "id": "c3:big", "tokens": None, "num_tokens": 90000, "params": {}},
+        {"t": 0.7, "ev": "error", "id": "c3:big", "code": "prompt_too_long", "message": "..."},
     ]
-    reqs = {r.rid: r for r in requests_of(events)}
-    assert list(reqs) == ["c1:r1", "c1:r2", "c2:r1"]
-    assert reqs["c1:r1"].recorded["tokens"] == [5, 7, 8, 9] and reqs["c1:r1"].cancel_t is None
-    assert reqs["c1:r2"].cancel_t == 0.4 and reqs["c2:r1"].recorded["code"] == "prompt_too_long"
+    reqs = {r.rid: r for r in requests_of([decode(e) for e in events])}
+    assert list(reqs) == ["c1:r1", "c1:r2", "c2:r1", "c3:big"]
+    assert reqs["c1:r1"].recorded.tokens == [5, 7, 8, 9] and reqs["c1:r1"].cancel_t is None
+    assert reqs["c1:r2"].cancel_t == 0.4 and reqs["c2:r1"].recorded.code == "prompt_too_long"
+    assert [r.connection for r in reqs.values()] == ["c1", "c1", "c2", "c3"]  # one socket per connection
+    assert compare(reqs["c3:big"]) == ("skipped", None)  # its prompt was recorded by its size only
 
 
 def done(tokens, reason="length"):
@@ -38,7 +32,7 @@ def done(tokens, reason="length"):
 
 
 def test_compare_verdicts():
-    rec = {"ev": "done", "tokens": [5, 7, 8, 9], "finish_reason": "length"}
+    rec = decode({"t": 1, "ev": "done", "id": "a", "tokens": [5, 7, 8, 9], "finish_reason": "length"})
     r = Replayed("a", 0.0, [1], {}, recorded=rec)
     assert compare(r) == ("no reply", None)
     r.live = done([5, 7, 8, 9])
@@ -51,7 +45,7 @@ def test_compare_verdicts():
     assert compare(r) == ("same", None)
     r.live = done([5, 1], "cancelled")
     assert compare(r) == ("differs", 1)
-    err = Replayed("b", 0.0, [1], {}, recorded={"ev": "error", "code": "prompt_too_long"})
+    err = Replayed("b", 0.0, [1], {}, recorded=decode({"t": 1, "ev": "error", "id": "b", "code": "prompt_too_long"}))
     err.live = {"op": "error", "code": "prompt_too_long"}
     assert compare(err) == ("same", None)
     err.live = done([1])

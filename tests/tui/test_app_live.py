@@ -35,7 +35,7 @@ def cells(app: DashApp, column: str) -> list[str]:
 
 
 async def test_live_dashboard_under_load(tiny_gguf):
-    async with start_server(tiny_gguf, engine="cpu", port=0, max_batch=8, max_context=512,
+    async with start_server(tiny_gguf, engine="cpu", port=0, max_slots=8, max_context=512,
                             verify_parity=True, window_ms=20.0) as srv:
         app = DashApp(SocketFeed(srv.url))
         async with app.run_test(size=SIZE) as pilot:
@@ -48,7 +48,7 @@ async def test_live_dashboard_under_load(tiny_gguf):
             await asyncio.wait_for(load, 120)
             await wait_for(lambda: any("equal" in c for c in cells(app, "parity")), what="a parity verdict")
             await pilot.pause(0.3)
-            assert state.engine == "cpu" and state.max_batch == 8 and "tiny" in state.model
+            assert state.engine == "cpu" and state.max_slots == 8 and "tiny" in state.model
             assert state.requests_done == 4 * 2 + 8 * 2 and state.errors == 0
             assert sum(state.batch_hist.values()) > 0 and max(state.batch_hist) > 1
             assert state.parity["diverged"] == 0 and state.parity["equal"] > 0
@@ -58,7 +58,7 @@ async def test_live_dashboard_under_load(tiny_gguf):
 
 
 async def test_reconnects_when_the_server_comes_back(tiny_gguf):
-    async with start_server(tiny_gguf, engine="cpu", port=0, max_batch=2, max_context=256) as srv:
+    async with start_server(tiny_gguf, engine="cpu", port=0, max_slots=2, max_context=256) as srv:
         port = srv.port
         app = DashApp(SocketFeed(srv.url))
         async with app.run_test(size=SIZE) as pilot:
@@ -67,7 +67,7 @@ async def test_reconnects_when_the_server_comes_back(tiny_gguf):
             await wait_for(lambda: app.connection.state == "reconnecting", what="reconnecting")
             await pilot.pause(0.2)
             assert "reconnecting…" in str(app.query_one(StatusBar).render())
-            async with start_server(tiny_gguf, engine="cpu", port=port, max_batch=2, max_context=256):
+            async with start_server(tiny_gguf, engine="cpu", port=port, max_slots=2, max_context=256):
                 await wait_for(lambda: app.connection.state == "connected", timeout=20, what="reconnected")
                 await pilot.pause(0.2)
                 assert "connected" in str(app.query_one(StatusBar).render())

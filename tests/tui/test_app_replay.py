@@ -14,7 +14,7 @@ from qtui.tui.state import fold
 from qtui.tui.widgets.help import HelpScreen
 from qtui.tui.widgets.slots import SlotsTable
 
-from .tui_sessions import header, make_session
+from .tui_sessions import decoded, header, make_session
 
 SIZE = (120, 34)
 
@@ -22,7 +22,7 @@ SIZE = (120, 34)
 @pytest.fixture
 def frames():
     events, _ = make_session(random.randrange(1 << 30), n_requests=40, max_batch=8, step_s=0.05)
-    return rebuild_frames(header(8), events)
+    return rebuild_frames(header(8), decoded(events))
 
 
 def table_requests(app: ReplayApp) -> dict[int, tuple[str, str]]:
@@ -89,3 +89,20 @@ async def test_help_and_clear(frames):
         assert isinstance(app.screen, HelpScreen)
         await pilot.press("x")
         assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_feed_messages_during_shutdown_are_ignored(frames):
+    """A feed keeps posting (position every tick) until its worker is cancelled, which Textual does only
+    after it has removed the widgets: a message handled then must be dropped, not crash the app."""
+    from qtui.tui.messages import ConnectionChanged, Connection, ReplayPosition, StatsReceived
+
+    feed = ReplayFeed(frames, "s.jsonl", is_paused=True)
+    app = ReplayApp(feed)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+    assert not app.is_running
+    app.on_replay_position(ReplayPosition(1.0, 2.0, 1.0, False))
+    app.on_connection_changed(ConnectionChanged(Connection("replay", "s.jsonl")))
+    app.on_stats_received(StatsReceived(1))
+    app.redraw_if_dirty()
+    app.action_toggle_freeze()

@@ -40,4 +40,4 @@ def test_bars_are_proportional_and_right_aligned():
             want = round(v / top * height * 8)
             assert got == (max(want, 1) if v > 0 else 0)
     full = spark_rows([16, 16], 2, 3, 16)
-    assert full == ["██", "██", "██"]  # a steady m at max_batch draws full bars, not a floor
+    assert full == ["██", "██", "██"]  # a steady m at max_slots draws full bars, not a floor

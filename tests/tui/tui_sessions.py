@@ -1,6 +1,7 @@
 """Synthetic recording events for tests: a toy continuous-batching scheduler, run on a seeded RNG, that
 writes the events a real recorder would (docs/protocol.md). Also returns its own ground truth, kept apart
-from the events, so the derivation can be checked against what actually happened."""
+from the events, so the derivation can be checked against what actually happened. `decoded(events)` turns
+the lines into the typed events replay works on."""
 
 from __future__ import annotations
 
@@ -19,6 +20,12 @@ class Truth:
     first_token: dict[str, float] = field(default_factory=dict)
     slot_of: dict[str, int] = field(default_factory=dict)
     verdict_t: dict[str, float] = field(default_factory=dict)
+
+
+def decoded(events: list[dict[str, Any]]) -> list[Any]:
+    from qtui.serve.records import decode
+
+    return [decode(e) for e in events]
 
 
 def header(max_batch: int = 4, verify_parity: bool = True) -> dict[str, Any]:
@@ -73,7 +80,7 @@ def make_session(seed: int, n_requests: int = 12, max_batch: int = 4, step_s: fl
                 truth.end[rid] = t
                 events.append({"t": t, "ev": "done", "id": rid, "tokens": toks, "finish_reason": "length",
                                "ttft_ms": round(1000 * (truth.first_token[rid] - truth.arrival[rid]) + 1.0, 3),
-                               "decode_tok_s": 50.0, "max_m": max_batch})
+                               "decode_tok_s": 50.0, "max_m": max_batch, "parity": "pending"})
                 verdict = {"verdict": "diverged", "index": 2} if rid == diverge_id else {"verdict": "equal"}
                 events.append({"t": round(t + 0.005, 3), "ev": "parity", "id": rid, **verdict})
                 truth.verdict_t[rid] = round(t + 0.005, 3)

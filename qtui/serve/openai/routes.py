@@ -36,7 +36,8 @@ class ClientGone(Exception):
 
 
 DEFAULT_COMPLETION_TOKENS = 16  # OpenAI's default for /v1/completions
-STATUS_OF_CODE = {"overloaded": 429, "shutting_down": 503, "prompt_too_long": 400, "bad_request": 400}
+STATUS_OF_CODE = {"overloaded": 429, "shutting_down": 503, "engine_failed": 503, "prompt_too_long": 400,
+                  "bad_request": 400}  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -89,12 +90,12 @@ def routes(srv: QtuiServer) -> list[Route]:
     async def completions(request: Request) -> Response:
         _authorize(srv, request)
         body = await _parse(request, CompletionRequest)
-        return await _serve(srv, request, body, *_completion_jobs(srv, body))
+        return await _serve(srv, request, body, *await _completion_jobs(srv, body))
 
     async def chat(request: Request) -> Response:
         _authorize(srv, request)
         body = await _parse(request, ChatCompletionRequest)
-        return await _serve(srv, request, body, *_chat_jobs(srv, body))
+        return await _serve(srv, request, body, *await _chat_jobs(srv, body))
 
     return [Route("/v1/models", models), Route("/v1/completions", completions, methods=["POST"]),
             Route("/v1/chat/completions", chat, methods=["POST"])]  # fmt: skip
@@ -152,6 +153,8 @@ def _jobs(srv: QtuiServer, body: Any, prompts: list[list[int]], max_tokens: int,
     if srv.is_draining:
         raise ApiError(503, "server is draining: not admitting new requests", type="server_error",
                        code="shutting_down")  # fmt: skip
+    if (failure := srv.scheduler.failure) is not None:  # fail fast: the engine will never run it
+        raise ApiError(503, failure.message, type="server_error", code=failure.code)
     limit = srv.engine.max_context
     if max_tokens > limit:
         raise ApiError(400, f"max_tokens {max_tokens} is over the context of {limit} tokens", param="max_tokens")
@@ -175,12 +178,12 @@ def _with_seed(p: SamplingParams, seed: int) -> SamplingParams:
     return dataclasses.replace(p, seed=seed)
 
 
-def _completion_jobs(srv: QtuiServer, body: CompletionRequest) -> tuple[Call, list]:
+async def _completion_jobs(srv: QtuiServer, body: CompletionRequest) -> tuple[Call, list]:
     _check_model(srv, body.model)
     raw = body.prompt
     if isinstance(raw, str) or (raw and all(isinstance(x, int) for x in raw)):
         raw = [raw]  # type: ignore[list-item]
-    prompts = [list(p) if isinstance(p, list) else _encode(srv, p) for p in raw]  # type: ignore[union-attr]
+    prompts = [list(p) if isinstance(p, list) else await srv.tokenize(p) for p in raw]  # type: ignore[union-attr]
     if any(not 0 <= t < srv.n_vocab for p in prompts for t in p):
         raise ApiError(400, f"prompt token ids must be in [0, {srv.n_vocab})", param="prompt")
     max_tokens = DEFAULT_COMPLETION_TOKENS if body.max_tokens is None else body.max_tokens
@@ -196,11 +199,11 @@ def _completion_jobs(srv: QtuiServer, body: CompletionRequest) -> tuple[Call, li
     return call, jobs
 
 
-def _chat_jobs(srv: QtuiServer, body: ChatCompletionRequest) -> tuple[Call, list]:
+async def _chat_jobs(srv: QtuiServer, body: ChatCompletionRequest) -> tuple[Call, list]:
     _check_model(srv, body.model)
     messages = [{"role": m.role, "content": m.text()} for m in body.messages]
     try:
-        prompt = _encode(srv, srv.tokenizer.apply_chat_template(messages))
+        prompt = await srv.tokenize(None, messages)
     except QtuiError as exc:
         raise ApiError(400, f"cannot render the chat template: {exc.message}", param="messages") from None
     max_tokens = body.max_completion_tokens or body.max_tokens or srv.engine.max_context
@@ -212,10 +215,6 @@ def _chat_jobs(srv: QtuiServer, body: ChatCompletionRequest) -> tuple[Call, list
     call = Call("chat.completion", body.model, _reported_seed(body, sampling), _fingerprint(srv),
                 [len(prompt)] * body.n, [""] * body.n, [[]] * body.n)  # fmt: skip
     return call, jobs
-
-
-def _encode(srv: QtuiServer, text: str) -> list[int]:
-    return list(srv.tokenizer.encode(text))
 
 
 def _reported_seed(body: Any, sampling: SamplingParams) -> int | None:

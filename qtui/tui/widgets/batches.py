@@ -17,10 +17,10 @@ def bucket_label(lo: int, hi: int) -> str:
     return f"{lo}" if lo == hi else f"{lo}-{hi}"
 
 
-def histogram_buckets(batch_hist: dict[int, int], max_batch: int) -> list[tuple[str, int]]:
-    """Steps per m bucket: 1, 2, 3-4, 5-8, 9-16, ... up to max(max_batch, largest m seen). Empty buckets kept,
+def histogram_buckets(batch_hist: dict[int, int], max_slots: int) -> list[tuple[str, int]]:
+    """Steps per m bucket: 1, 2, 3-4, 5-8, 9-16, ... up to max(max_slots, largest m seen). Empty buckets kept,
     so the rows do not jump around while the histogram fills."""
-    top = max([max_batch, *batch_hist.keys(), 1])
+    top = max([max_slots, *batch_hist.keys(), 1])
     buckets, lo = [], 1
     while lo <= top:
         hi = 1 if lo == 1 else 2 * (lo - 1)
@@ -30,8 +30,8 @@ def histogram_buckets(batch_hist: dict[int, int], max_batch: int) -> list[tuple[
     return buckets
 
 
-def histogram_text(batch_hist: dict[int, int], max_batch: int) -> Text:
-    buckets = histogram_buckets(batch_hist, max_batch)
+def histogram_text(batch_hist: dict[int, int], max_slots: int) -> Text:
+    buckets = histogram_buckets(batch_hist, max_slots)
     total = sum(n for _, n in buckets)
     biggest = max([n for _, n in buckets] + [1])
     lines = []
@@ -63,6 +63,6 @@ class BatchPanel(Vertical):
             Text.assemble("last ", (str(last), "bold magenta"), f"  mean {state.mean_m:.2f}",
                           f"  steps {sum(state.batch_hist.values())}")
         )
-        top = max([state.max_batch, *state.m_history, 1])  # bars on the scale 0..max_batch
+        top = max([state.max_slots, *state.m_history, 1])  # bars on the scale 0..max_slots
         self.query_one("#m-spark", BarSpark).show(state.m_history, top)
-        self.query_one("#m-hist", Static).update(histogram_text(state.batch_hist, state.max_batch))
+        self.query_one("#m-hist", Static).update(histogram_text(state.batch_hist, state.max_slots))

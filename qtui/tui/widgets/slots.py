@@ -68,4 +68,4 @@ class SlotsTable(DataTable[Text], can_focus=False):
                 for (label, _), cell in zip(COLUMNS, row_cells(view)):
                     self.update_cell(key, label, cell)
         busy = sum(1 for view in rows if view.state != "idle")
-        self.border_title = f"slots  {busy} busy / {state.max_batch or len(rows)}"
+        self.border_title = f"slots  {busy} busy / {state.max_slots or len(rows)}"

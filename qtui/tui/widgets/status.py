@@ -31,7 +31,7 @@ class StatusBar(Static):
             (state.model, "bold cyan"),
             "  engine ", (state.engine, "bold"),
             "  device ", (state.device, "bold"),
-            "  max batch ", (str(state.max_batch or "?"), "bold"),
+            "  max batch ", (str(state.max_slots or "?"), "bold"),
         )
         word = _STATE_WORD.get(connection.state, connection.state)
         line2 = Text.assemble(

@@ -1,0 +1,113 @@
+"""The scheduler's prefill token budget (issue 11, mixed steps), step by step against the fake engine: a step
+is one decode for every running request plus at most `max_prefill_tokens` prompt tokens, so a long prompt
+never freezes the streams already running; the budget goes to prefilling requests in admission order."""
+
+from __future__ import annotations
+
+import random
+
+from qtui.serve import events as ev
+from qtui.serve.request import GenerateParams
+from qtui.serve.scheduler import Scheduler
+
+from .fake_engine import FakeEngine, FakeTokenizer, solo_reply
+from .test_scheduler import dones, rand_prompt
+
+
+def make(max_slots: int, max_context: int, prefill_chunk: int | None = None, **kw) -> tuple[Scheduler, FakeEngine]:
+    engine = FakeEngine(max_slots=max_slots, max_context=max_context, prefill_chunk=prefill_chunk)
+    return Scheduler(engine, FakeTokenizer(), **kw), engine
+
+
+def prefilled(events: list[ev.Event]) -> list[ev.Prefilled]:
+    return [e for e in events if isinstance(e, ev.Prefilled)]
+
+
+def test_the_budget_defaults_to_the_engines_prefill_chunk():
+    assert make(4, 64, prefill_chunk=96)[0].max_prefill_tokens == 96
+    assert make(4, 64)[0].max_prefill_tokens == 256  # an engine that states no chunk
+    assert make(4, 64, prefill_chunk=96, max_prefill_tokens=40)[0].max_prefill_tokens == 40
+
+
+def test_token_budget_respected_per_step_in_whole_engine_chunks():
+    rng = random.Random(5)
+    sched, engine = make(max_slots=8, max_context=400, prefill_chunk=16, max_prefill_tokens=64)
+    prompts = {f"r{i}": rand_prompt(rng, rng.randrange(1, 300)) for i in range(20)}
+    for rid, p in prompts.items():
+        sched.submit(rid, p, GenerateParams(max_tokens=6, ignore_eos=True))
+    events: list[ev.Event] = []
+    offset = {rid: 0 for rid in prompts}
+    while sched.has_work:
+        out = sched.step()
+        sched.check_integrity()
+        pieces = prefilled(out)
+        total = sum(e.n for e in pieces)
+        assert total <= 64
+        still_prefilling = any(r.num_prefilled < len(r.prompt) for r in sched._running.values())
+        if still_prefilling:  # work left: the step used the budget, but for less than one chunk
+            assert total > 64 - 16, f"budget wasted: {total} prompt tokens while prompts wait"
+        for e in pieces:
+            assert offset[e.rid] % 16 == 0, "a piece starts off an engine chunk boundary"
+            offset[e.rid] += e.n
+            assert e.n % 16 == 0 or offset[e.rid] == len(prompts[e.rid]), "a partial piece of a partial chunk"
+        events += out
+    assert offset == {rid: len(p) for rid, p in prompts.items()}
+    assert {rid: d.tokens for rid, d in dones(events).items()} == {
+        rid: solo_reply(p, 6, eos=None) for rid, p in prompts.items()
+    }
+
+
+def test_a_4096_token_prompt_interleaves_with_63_decoding_requests():
+    """Every running request gets a token every step while the long prompt is fed 256 tokens a step."""
+    rng = random.Random(1)
+    sched, engine = make(max_slots=64, max_context=4200, prefill_chunk=256)
+    short = {f"d{i}": rand_prompt(rng, 4) for i in range(63)}
+    for rid, p in short.items():
+        sched.submit(rid, p, GenerateParams(max_tokens=40, ignore_eos=True))
+    first = sched.step()  # 63 x 4 = 252 prompt tokens: one step, then all 63 decode
+    assert len(prefilled(first)) == 63 and [e.m for e in first if isinstance(e, ev.Step)] == [63]
+    long_prompt = rand_prompt(rng, 4096)
+    sched.submit("long", long_prompt, GenerateParams(max_tokens=8, ignore_eos=True))
+    steps = 0
+    while True:
+        out = sched.step()
+        if any(isinstance(e, ev.Token) and e.rid == "long" for e in out):
+            break
+        steps += 1
+        assert [(e.rid, e.n) for e in prefilled(out)] == [("long", 256)]
+        assert [e.m for e in out if isinstance(e, ev.Step)] == [63]
+        assert sorted(e.rid for e in out if isinstance(e, ev.Token)) == sorted(short)  # one token each
+    assert steps == 15  # 16 pieces of 256; the 16th step also yields the long prompt's first token
+    assert sorted(e.rid for e in out if isinstance(e, ev.Token)) == sorted([*short, "long", "long"])
+    assert [e.m for e in out if isinstance(e, ev.Step)] == [64]  # it decodes with them in that same step
+    assert [n for slot, n in engine.prefill_calls[63:]] == [256] * 16
+    while sched.has_work:
+        out += sched.step()
+    assert dones(out)["long"].tokens == solo_reply(long_prompt, 8, eos=None)
+
+
+def test_admission_and_prefill_are_first_come_first_served():
+    """Requests are admitted in arrival order and the budget goes to the oldest prefilling request first, so
+    first tokens come in arrival order; a later request that fits in what is left is not held back."""
+    rng = random.Random(2)
+    sched, _ = make(max_slots=3, max_context=2048, prefill_chunk=64, max_prefill_tokens=256)
+    order = [("a", 1000), ("b", 1000), ("tiny", 10), ("c", 300), ("d", 20)]
+    for rid, n in order:
+        sched.submit(rid, rand_prompt(rng, n), GenerateParams(max_tokens=40, ignore_eos=True))
+    events: list[ev.Event] = []
+    first_token_step: dict[str, int] = {}
+    step = 0
+    while sched.has_work:
+        out = sched.step()
+        for e in out:
+            if isinstance(e, ev.Token):
+                first_token_step.setdefault(e.rid, step)
+        events += out
+        step += 1
+    admitted = [e.rid for e in events if isinstance(e, ev.Admitted)]
+    assert admitted == [rid for rid, _ in order]
+    # a's last piece (1000 - 3 * 256 = 232) leaves 24: too little for one of b's 64-token chunks, enough
+    # for all of tiny's 10 tokens, so tiny (admitted third) is in before b, which has waited for a
+    assert first_token_step["a"] == 3 and first_token_step["tiny"] == 3
+    assert first_token_step["a"] < first_token_step["b"] < first_token_step["c"]
+    assert all(e.n <= 256 for e in prefilled(events))
