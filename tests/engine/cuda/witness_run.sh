@@ -28,5 +28,6 @@ done
 OUT=$W bash tests/engine/cuda/ladder_run.sh "${2:-4b 0.8b}" > "$W/ladders.log" 2>&1
 tar -czf "$OUT/witness.tgz" -C /tmp witness
 for f in "$W"/gemv-speed*.txt; do echo "== $f"; grep -E "^(gdn|attn|ffn|ssm|lm|stream)" "$f" | cut -c1-22,55-; done
-for f in "$W"/bench-*.txt "$W"/ladder-*.txt; do echo "== $f"; cat "$f"; done
+for f in "$W"/bench-*.txt "$W"/ladder-*.txt "$W"/info-*.txt; do echo "== $f"; cat "$f"; done
+for f in "$W"/load*.json; do echo "== $f"; python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print({k: v for k, v in r.items() if not isinstance(v, (list, dict))})" "$f" 2>&1 | tail -c 900; done
 grep -E "passed|failed" "$W/gpu-tests.log" | tail -2
