@@ -44,8 +44,13 @@ def build_into(out_dir: Path, nvcc: str) -> list[Path]:
     outs = []
     for src in sources():
         out = out_dir / (src.stem + ".ptx")
-        subprocess.run([nvcc, *NVCC_FLAGS, "-I", str(PTX_DIR), str(src), "-o", str(out)], check=True,
-                       capture_output=True, text=True, cwd=PTX_DIR)
+        subprocess.run(
+            [nvcc, *NVCC_FLAGS, "-I", str(PTX_DIR), str(src), "-o", str(out)],
+            check=True,
+            capture_output=True,
+            text=True,
+            cwd=PTX_DIR,
+        )
         outs.append(out)
     return outs
 

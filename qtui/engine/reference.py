@@ -69,7 +69,9 @@ class ReferenceEngine(SlotBook):
             p = f"blk.{i}."
             self._attn_norm.append(get(p + "attn_norm.weight"))  # [D]
             self._post_norm.append(get(p + "post_attention_norm.weight"))  # [D]
-            self._ffn.append(FfnWeights(get(p + "ffn_gate.weight"), get(p + "ffn_up.weight"), get(p + "ffn_down.weight")))
+            self._ffn.append(
+                FfnWeights(get(p + "ffn_gate.weight"), get(p + "ffn_up.weight"), get(p + "ffn_down.weight"))
+            )
             if cfg.recurrent[i]:
                 mixer: GdnWeights | AttentionWeights = GdnWeights(
                     qkv=get(p + "attn_qkv.weight"), z=get(p + "attn_gate.weight"),

@@ -210,8 +210,13 @@ def choice_of(logits: np.ndarray, token: int, n_top: int | None) -> Choice:
     return Choice(int(token), float(np.float64(logits[token]) - lse), top)
 
 
-def sample_rows(logits: np.ndarray, params: Sequence[SamplingParams], positions: Sequence[int],
-                prompt_counts: Sequence[np.ndarray | None], output_counts: Sequence[np.ndarray | None]) -> list[int]:
+def sample_rows(
+    logits: np.ndarray,
+    params: Sequence[SamplingParams],
+    positions: Sequence[int],
+    prompt_counts: Sequence[np.ndarray | None],
+    output_counts: Sequence[np.ndarray | None],
+) -> list[int]:
     """`sample_row` for each row of logits [m, V]."""
     return [sample_row(logits[i], params[i], positions[i], prompt_counts[i], output_counts[i])
             for i in range(len(params))]  # fmt: skip

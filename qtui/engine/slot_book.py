@@ -57,5 +57,6 @@ class SlotBook:
     def _check_room(self, slot: int, n_tokens: int) -> None:
         held = int(self._length[slot])
         if held + n_tokens > self.max_context:
-            raise PromptTooLong(f"slot {slot} holds {held} tokens; {n_tokens} more exceed the context of "
-                                f"{self.max_context}")
+            raise PromptTooLong(
+                f"slot {slot} holds {held} tokens; {n_tokens} more exceed the context of {self.max_context}"
+            )

@@ -92,7 +92,9 @@ class Qwen35Config:
         return len(self.recurrent_layers) * (conv + s)
 
     @classmethod
-    def from_metadata(cls, md: Mapping[str, Any], tensor_names: set[str] | frozenset[str] = frozenset()) -> Qwen35Config:
+    def from_metadata(
+        cls, md: Mapping[str, Any], tensor_names: set[str] | frozenset[str] = frozenset()
+    ) -> Qwen35Config:
         """Build from GGUF key/values (already decoded to Python values). Raises ModelFileError naming the key."""
         arch = md.get("general.architecture")
         if arch != ARCH:
@@ -116,7 +118,9 @@ class Qwen35Config:
         nextn = get("nextn_predict_layers", int, 0) if f"{ARCH}.nextn_predict_layers" in md else 0
         n_layer = block_count - nextn
         if n_layer <= 0:
-            raise ModelFileError(f"{ARCH}.block_count={block_count} leaves no layers after nextn_predict_layers={nextn}")
+            raise ModelFileError(
+                f"{ARCH}.block_count={block_count} leaves no layers after nextn_predict_layers={nextn}"
+            )
         rec_key = f"{ARCH}.attention.recurrent_layers"
         if rec_key in md:
             rec_all = [bool(x) for x in md[rec_key]]

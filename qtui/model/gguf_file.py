@@ -41,8 +41,14 @@ class TensorInfo:
 class GGUFModel:
     """An open qwen35 GGUF. Attributes: path, metadata, config, tensors (name -> TensorInfo)."""
 
-    def __init__(self, path: Path, reader: gguf.GGUFReader, metadata: dict[str, Any],
-                 tensors: dict[str, TensorInfo], config: Qwen35Config) -> None:
+    def __init__(
+        self,
+        path: Path,
+        reader: gguf.GGUFReader,
+        metadata: dict[str, Any],
+        tensors: dict[str, TensorInfo],
+        config: Qwen35Config,
+    ) -> None:
         self.path = path
         self.metadata = metadata
         self.tensors = tensors
@@ -163,8 +169,10 @@ class _CheckedReader(gguf.GGUFReader):
             except (ValueError, KeyError):
                 raise ModelFileError(f"tensor {name!r} has unknown ggml type id {raw_type}") from None
             if len(dims) and int(dims[0]) % block:
-                raise ModelFileError(f"tensor {name!r}: rows of {int(dims[0])} values do not fill whole "
-                                     f"{QT(raw_type).name} blocks of {block}")
+                raise ModelFileError(
+                    f"tensor {name!r}: rows of {int(dims[0])} values do not fill whole "
+                    f"{QT(raw_type).name} blocks of {block}"
+                )
             end = start_offs + rel + int(np.prod(dims.astype(np.int64))) * size // block
             if end > len(self.data):
                 raise _Truncated(f"tensor {name!r} data ends at byte {end}, the file has {len(self.data)}")

@@ -70,21 +70,40 @@ def describe(model: GGUFModel, max_slots: int = 64, max_context: int = 4096) -> 
         "name": model.metadata.get("general.name"),
         "architecture": model.metadata.get("general.architecture"),
         "config": {
-            "n_vocab": cfg.n_vocab, "n_embd": cfg.n_embd, "n_layer": cfg.n_layer,
-            "nextn_predict_layers": cfg.nextn_predict_layers, "n_ff": cfg.n_ff, "n_head": cfg.n_head,
-            "n_head_kv": cfg.n_head_kv, "head_dim": cfg.head_dim, "n_rot": cfg.n_rot,
-            "rope_theta": cfg.rope_theta, "rms_eps": cfg.rms_eps, "context_length": cfg.context_length,
-            "gdn_key_heads": cfg.ssm_n_group, "gdn_value_heads": cfg.ssm_dt_rank, "d_k": cfg.d_k, "d_v": cfg.d_v,
-            "conv_kernel": cfg.ssm_d_conv, "tied_embeddings": cfg.tied_embeddings,
+            "n_vocab": cfg.n_vocab,
+            "n_embd": cfg.n_embd,
+            "n_layer": cfg.n_layer,
+            "nextn_predict_layers": cfg.nextn_predict_layers,
+            "n_ff": cfg.n_ff,
+            "n_head": cfg.n_head,
+            "n_head_kv": cfg.n_head_kv,
+            "head_dim": cfg.head_dim,
+            "n_rot": cfg.n_rot,
+            "rope_theta": cfg.rope_theta,
+            "rms_eps": cfg.rms_eps,
+            "context_length": cfg.context_length,
+            "gdn_key_heads": cfg.ssm_n_group,
+            "gdn_value_heads": cfg.ssm_dt_rank,
+            "d_k": cfg.d_k,
+            "d_v": cfg.d_v,
+            "conv_kernel": cfg.ssm_d_conv,
+            "tied_embeddings": cfg.tied_embeddings,
         },
-        "layers": {"pattern": layer_pattern(model), "gdn": list(cfg.recurrent_layers),
-                   "attention": list(cfg.attention_layers)},
+        "layers": {
+            "pattern": layer_pattern(model),
+            "gdn": list(cfg.recurrent_layers),
+            "attention": list(cfg.attention_layers),
+        },
         "tensors_by_type": bytes_by_type(model),
         "weight_bytes": weights,
         "extra_tensor_bytes": sum(t.n_bytes for t in model.tensors.values()) - weights,
         "weight_bytes_per_token": weight_bytes_per_token(model),
-        "memory": {"max_slots": max_slots, "max_context": max_context, **caches,
-                   "total": weights + caches["kv_cache"] + caches["recurrent_state"]},
+        "memory": {
+            "max_slots": max_slots,
+            "max_context": max_context,
+            **caches,
+            "total": weights + caches["kv_cache"] + caches["recurrent_state"],
+        },
     }
 
 
@@ -128,8 +147,15 @@ def format_text(d: dict[str, Any]) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", metavar="MODEL", help="GGUF file")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
-    parser.add_argument("--max-slots", "--max-batch", dest="max_slots", type=int, default=64, metavar="N",
-                        help="slots to size the state pools for (default 64, as `qtui serve --engine cuda`)")
+    parser.add_argument(
+        "--max-slots",
+        "--max-batch",
+        dest="max_slots",
+        type=int,
+        default=64,
+        metavar="N",
+        help="slots to size the state pools for (default 64, as `qtui serve --engine cuda`)",
+    )
     parser.add_argument("--max-context", type=int, default=4096, help="tokens per slot (default 4096)")
 
 

@@ -74,14 +74,17 @@ def mtp_tensors(cfg: Qwen35Config) -> dict[str, Shape]:
     i, d = cfg.n_layer, cfg.n_embd
     p = f"blk.{i}."
     block = {p + "attn_norm.weight": (d,), **attention_layer_tensors(cfg, i), p + "post_attention_norm.weight": (d,)}
-    block.update({p + "ffn_gate.weight": (cfg.n_ff, d), p + "ffn_up.weight": (cfg.n_ff, d),
-                  p + "ffn_down.weight": (d, cfg.n_ff)})
-    block.update({
-        p + "nextn.eh_proj.weight": (d, 2 * d),
-        p + "nextn.enorm.weight": (d,),
-        p + "nextn.hnorm.weight": (d,),
-        p + "nextn.shared_head_norm.weight": (d,),
-    })
+    block.update(
+        {p + "ffn_gate.weight": (cfg.n_ff, d), p + "ffn_up.weight": (cfg.n_ff, d), p + "ffn_down.weight": (d, cfg.n_ff)}
+    )
+    block.update(
+        {
+            p + "nextn.eh_proj.weight": (d, 2 * d),
+            p + "nextn.enorm.weight": (d,),
+            p + "nextn.hnorm.weight": (d,),
+            p + "nextn.shared_head_norm.weight": (d,),
+        }
+    )
     return block
 
 

@@ -184,7 +184,6 @@ def pack_q6_k(levels: np.ndarray, sc: np.ndarray, d: np.ndarray) -> np.ndarray:
     )
 
 
-
 def random_kquant_blocks(qtype: QT, n_blocks: int, rng: np.random.Generator, std: float) -> np.ndarray:
     """n_blocks random valid K-quant blocks, uint8 [n_blocks, type_size], values ~ zero-mean with ~std.
 

@@ -64,5 +64,5 @@ def random_blocks(qtype: QT, rows: int, cols: int, rng: np.random.Generator, std
     if qtype in K_QUANTS:
         n_blocks = rows * cols // kq.QK_K
         return kq.random_kquant_blocks(qtype, n_blocks, rng, std).reshape(byte_shape((rows, cols), qtype))
-    x = (rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(std))
+    x = rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(std)
     return quantize(x, qtype)

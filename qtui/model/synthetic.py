@@ -50,17 +50,56 @@ class Preset:
     full_attention_interval: int = 4
 
 
-_TINY = Preset(n_vocab=None, n_embd=256, n_layer=8, n_ff=512, n_head=4, n_head_kv=2, head_dim=64, n_rot=16,
-               rope_sections=(3, 3, 2, 0), context_length=4096, ssm_d_state=64, ssm_n_group=4, ssm_dt_rank=4)
+_TINY = Preset(
+    n_vocab=None,
+    n_embd=256,
+    n_layer=8,
+    n_ff=512,
+    n_head=4,
+    n_head_kv=2,
+    head_dim=64,
+    n_rot=16,
+    rope_sections=(3, 3, 2, 0),
+    context_length=4096,
+    ssm_d_state=64,
+    ssm_n_group=4,
+    ssm_dt_rank=4,
+)
 PRESETS: dict[str, Preset] = {
     "tiny": _TINY,
     "tiny-tiled": dataclasses.replace(_TINY, ssm_n_group=2),
-    "0.8b": Preset(n_vocab=248320, n_embd=1024, n_layer=24, n_ff=3584, n_head=8, n_head_kv=2, head_dim=256,
-                   n_rot=64, rope_sections=(11, 11, 10, 0), context_length=262144, ssm_d_state=128,
-                   ssm_n_group=16, ssm_dt_rank=16, random_blocks=True),
-    "4b": Preset(n_vocab=248320, n_embd=2560, n_layer=32, n_ff=9216, n_head=16, n_head_kv=4, head_dim=256,
-                 n_rot=64, rope_sections=(11, 11, 10, 0), context_length=262144, ssm_d_state=128,
-                 ssm_n_group=16, ssm_dt_rank=32, random_blocks=True),
+    "0.8b": Preset(
+        n_vocab=248320,
+        n_embd=1024,
+        n_layer=24,
+        n_ff=3584,
+        n_head=8,
+        n_head_kv=2,
+        head_dim=256,
+        n_rot=64,
+        rope_sections=(11, 11, 10, 0),
+        context_length=262144,
+        ssm_d_state=128,
+        ssm_n_group=16,
+        ssm_dt_rank=16,
+        random_blocks=True,
+    ),
+    "4b": Preset(
+        n_vocab=248320,
+        n_embd=2560,
+        n_layer=32,
+        n_ff=9216,
+        n_head=16,
+        n_head_kv=4,
+        head_dim=256,
+        n_rot=64,
+        rope_sections=(11, 11, 10, 0),
+        context_length=262144,
+        ssm_d_state=128,
+        ssm_n_group=16,
+        ssm_dt_rank=32,
+        random_blocks=True,
+    ),
 }
 
 
@@ -68,12 +107,25 @@ def preset_config(p: Preset, n_vocab: int, mtp: bool = False, tied: bool = True)
     """The Qwen35Config a file of preset p describes (main stack only; MTP adds one block to the file)."""
     recurrent = tuple((i + 1) % p.full_attention_interval != 0 for i in range(p.n_layer))
     return Qwen35Config(
-        n_vocab=n_vocab, n_embd=p.n_embd, n_layer=p.n_layer, n_ff=p.n_ff, n_head=p.n_head,
-        n_head_kv=p.n_head_kv, head_dim=p.head_dim, n_rot=p.n_rot, rope_theta=p.rope_theta,
-        rms_eps=p.rms_eps, context_length=p.context_length, ssm_d_conv=p.ssm_d_conv,
-        ssm_d_state=p.ssm_d_state, ssm_n_group=p.ssm_n_group, ssm_dt_rank=p.ssm_dt_rank,
-        ssm_d_inner=p.ssm_dt_rank * p.ssm_d_state, recurrent=recurrent,
-        nextn_predict_layers=1 if mtp else 0, tied_embeddings=tied,
+        n_vocab=n_vocab,
+        n_embd=p.n_embd,
+        n_layer=p.n_layer,
+        n_ff=p.n_ff,
+        n_head=p.n_head,
+        n_head_kv=p.n_head_kv,
+        head_dim=p.head_dim,
+        n_rot=p.n_rot,
+        rope_theta=p.rope_theta,
+        rms_eps=p.rms_eps,
+        context_length=p.context_length,
+        ssm_d_conv=p.ssm_d_conv,
+        ssm_d_state=p.ssm_d_state,
+        ssm_n_group=p.ssm_n_group,
+        ssm_dt_rank=p.ssm_dt_rank,
+        ssm_d_inner=p.ssm_dt_rank * p.ssm_d_state,
+        recurrent=recurrent,
+        nextn_predict_layers=1 if mtp else 0,
+        tied_embeddings=tied,
     )
 
 
@@ -116,8 +168,15 @@ def file_tensors(cfg: Qwen35Config) -> dict[str, tuple[int, ...]]:
     return out
 
 
-def write_model(path: str | Path, preset: str, quant: str = "f32", seed: int = 0,
-                progress: bool = True, mtp: bool = False, tied: bool = True) -> Path:
+def write_model(
+    path: str | Path,
+    preset: str,
+    quant: str = "f32",
+    seed: int = 0,
+    progress: bool = True,
+    mtp: bool = False,
+    tied: bool = True,
+) -> Path:
     """Write a synthetic qwen35 GGUF to `path` and return it. Deterministic in its arguments.
 
     mtp: add the MTP block (block_count = n_layer + 1, nextn_predict_layers 1), as new converters do.
@@ -154,8 +213,14 @@ def write_model(path: str | Path, preset: str, quant: str = "f32", seed: int = 0
     return path
 
 
-def _write_data(w: gguf.GGUFWriter, tensors: dict[str, tuple[int, ...]], types: dict[str, gguf.GGMLQuantizationType],
-                seed: int, random_blocks: bool, progress: bool) -> None:
+def _write_data(
+    w: gguf.GGUFWriter,
+    tensors: dict[str, tuple[int, ...]],
+    types: dict[str, gguf.GGMLQuantizationType],
+    seed: int,
+    random_blocks: bool,
+    progress: bool,
+) -> None:
     """Tensor data, each aligned to w.data_alignment (what write_ti_data_to_file's offsets assume)."""
     from tqdm import tqdm
 
@@ -177,13 +242,15 @@ def _write_data(w: gguf.GGUFWriter, tensors: dict[str, tuple[int, ...]], types: 
 
 # --- CLI: qtui make-model ---------------------------------------------------------------------------------
 
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("out", metavar="OUT", type=Path, help="GGUF file to write")
     parser.add_argument("--preset", choices=list(PRESETS), default="tiny", help="model shape (default: tiny)")
     parser.add_argument("--quant", choices=list(QUANTS), default="f32", help="weight type recipe (default: f32)")
     parser.add_argument("--seed", type=int, default=0, help="weights and vocabulary seed (default: 0)")
-    parser.add_argument("--mtp", action="store_true",
-                        help="also write an MTP block (blk.{n_layer}.*), like new converters")
+    parser.add_argument(
+        "--mtp", action="store_true", help="also write an MTP block (blk.{n_layer}.*), like new converters"
+    )
     parser.add_argument("--untied", action="store_true", help="write a separate output.weight head (like 9B/27B)")
 
 
@@ -191,9 +258,18 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     t0 = time.perf_counter()
-    out = write_model(args.out, preset=args.preset, quant=args.quant, seed=args.seed, progress=True, mtp=args.mtp,
-                      tied=not args.untied)
+    out = write_model(
+        args.out,
+        preset=args.preset,
+        quant=args.quant,
+        seed=args.seed,
+        progress=True,
+        mtp=args.mtp,
+        tied=not args.untied,
+    )
     size = out.stat().st_size
-    print(f"wrote {out} ({size / 1e6:.1f} MB, preset {args.preset}, {args.quant}, seed {args.seed}) "
-          f"in {time.perf_counter() - t0:.1f} s")
+    print(
+        f"wrote {out} ({size / 1e6:.1f} MB, preset {args.preset}, {args.quant}, seed {args.seed}) "
+        f"in {time.perf_counter() - t0:.1f} s"
+    )
     return 0

@@ -97,7 +97,8 @@ class Tokenizer:
         self._backend = _build_backend(tokens, token_types, merges, PRETOKENIZE_REGEX_BY_PRE[pre])
         # CONTROL tokens spelled in the byte alphabet: the ones added as special (decode(skip_special) drops them).
         self.special_token_ids = frozenset(
-            i for i, (t, kind) in enumerate(zip(tokens, token_types))
+            i
+            for i, (t, kind) in enumerate(zip(tokens, token_types))
             if kind == CONTROL and set(t) <= BYTE_OF_CHAR.keys()
         )
         named = {self._backend.token_to_id(name) for name in _EOS_NAMES} - {None}
@@ -108,8 +109,13 @@ class Tokenizer:
     def from_vocab(cls, vocab: Vocab) -> Tokenizer:
         """Build straight from a `vocab.build_vocab` result (no file needed)."""
         return cls(
-            vocab.tokens, vocab.token_types, vocab.merges, pre=vocab.pre, eos_token_id=vocab.eos_token_id,
-            padding_token_id=vocab.padding_token_id, bos_token_id=vocab.bos_token_id,
+            vocab.tokens,
+            vocab.token_types,
+            vocab.merges,
+            pre=vocab.pre,
+            eos_token_id=vocab.eos_token_id,
+            padding_token_id=vocab.padding_token_id,
+            bos_token_id=vocab.bos_token_id,
             chat_template=vocab.chat_template,
         )
 
@@ -120,12 +126,14 @@ class Tokenizer:
         md: Mapping[str, Any] = model.metadata
         kind = _require(md, "tokenizer.ggml.model")
         if kind != "gpt2":
-            raise ModelFileError(f"GGUF metadata key 'tokenizer.ggml.model' = {kind!r}: only 'gpt2' (byte-level BPE)"
-                                 " is supported")
+            raise ModelFileError(
+                f"GGUF metadata key 'tokenizer.ggml.model' = {kind!r}: only 'gpt2' (byte-level BPE) is supported"
+            )
         pre = _require(md, "tokenizer.ggml.pre")
         if not isinstance(pre, str) or pre not in PRETOKENIZE_REGEX_BY_PRE:
-            raise ModelFileError(f"GGUF metadata key 'tokenizer.ggml.pre' = {pre!r}: supported are "
-                                 f"{sorted(PRETOKENIZE_REGEX_BY_PRE)}")
+            raise ModelFileError(
+                f"GGUF metadata key 'tokenizer.ggml.pre' = {pre!r}: supported are {sorted(PRETOKENIZE_REGEX_BY_PRE)}"
+            )
         tokens = _string_list(md, "tokenizer.ggml.tokens")
         merges = _string_list(md, "tokenizer.ggml.merges")
         types = md.get("tokenizer.ggml.token_type")
@@ -134,18 +142,22 @@ class Tokenizer:
         except (TypeError, ValueError) as exc:
             raise ModelFileError(f"GGUF metadata key 'tokenizer.ggml.token_type' must be an integer array ({exc})")
         if len(token_types) != len(tokens):
-            raise ModelFileError(f"GGUF metadata key 'tokenizer.ggml.token_type' has {len(token_types)} entries "
-                                 f"for {len(tokens)} tokens")
+            raise ModelFileError(
+                f"GGUF metadata key 'tokenizer.ggml.token_type' has {len(token_types)} entries for {len(tokens)} tokens"
+            )
         template = md.get("tokenizer.chat_template")
-        ids = {k: _optional_id(md, f"tokenizer.ggml.{k}", len(tokens))
-               for k in ("eos_token_id", "padding_token_id", "bos_token_id")}
+        ids = {
+            k: _optional_id(md, f"tokenizer.ggml.{k}", len(tokens))
+            for k in ("eos_token_id", "padding_token_id", "bos_token_id")
+        }
         try:
             return cls(tokens, token_types, merges, pre=pre, chat_template=template, **ids)
         except ModelFileError:
             raise
         except Exception as exc:  # the tokenizers library rejects the vocab/merges (e.g. a merge of unknown tokens)
-            raise ModelFileError(f"GGUF metadata keys 'tokenizer.ggml.tokens'/'tokenizer.ggml.merges' do not form "
-                                 f"a valid BPE: {exc}") from exc
+            raise ModelFileError(
+                f"GGUF metadata keys 'tokenizer.ggml.tokens'/'tokenizer.ggml.merges' do not form a valid BPE: {exc}"
+            ) from exc
 
     @property
     def n_vocab(self) -> int:
@@ -186,8 +198,9 @@ class Tokenizer:
             self._whole[token_id] = piece
         return piece  # type: ignore[return-value]
 
-    def apply_chat_template(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True,
-                            **template_kwargs: Any) -> str:
+    def apply_chat_template(
+        self, messages: list[dict[str, Any]], add_generation_prompt: bool = True, **template_kwargs: Any
+    ) -> str:
         """Render the GGUF's `tokenizer.chat_template` for `messages` (HF semantics: trim_blocks,
         lstrip_blocks, loop controls, `raise_exception`). Extra keyword arguments (`tools`,
         `enable_thinking`, ...) are template variables. Template errors raise BadRequest."""
@@ -198,8 +211,9 @@ class Tokenizer:
         import jinja2
 
         try:
-            return str(self._template.render(messages=messages, add_generation_prompt=add_generation_prompt,
-                                             **template_kwargs))
+            return str(
+                self._template.render(messages=messages, add_generation_prompt=add_generation_prompt, **template_kwargs)
+            )
         except BadRequest:
             raise
         except jinja2.TemplateError as exc:
@@ -227,15 +241,23 @@ def _build_backend(tokens: list[str], token_types: list[int], merges: list[str],
     if any(len(p) != 2 for p in pairs):
         raise ModelFileError("GGUF metadata key 'tokenizer.ggml.merges' holds an entry that is not 'left right'")
     backend = Backend(models.BPE(vocab=vocab, merges=pairs, fuse_unk=False, byte_fallback=False))
-    backend.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(split_regex), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
+    backend.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(split_regex), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     backend.decoder = decoders.ByteLevel()
-    control = [AddedToken(t, special=True, normalized=False)
-               for t, kind in zip(tokens, token_types) if kind == CONTROL and set(t) <= BYTE_OF_CHAR.keys()]
-    user = [AddedToken(t, special=False, normalized=False)
-            for t, kind in zip(tokens, token_types) if kind == USER_DEFINED and t in vocab]
+    control = [
+        AddedToken(t, special=True, normalized=False)
+        for t, kind in zip(tokens, token_types)
+        if kind == CONTROL and set(t) <= BYTE_OF_CHAR.keys()
+    ]
+    user = [
+        AddedToken(t, special=False, normalized=False)
+        for t, kind in zip(tokens, token_types)
+        if kind == USER_DEFINED and t in vocab
+    ]
     backend.add_special_tokens(control)
     backend.add_tokens(user)
     return backend
@@ -254,10 +276,14 @@ def _compile_template(source: str) -> Any:
     def raise_exception(message: str) -> None:
         raise BadRequest(f"chat template: {message}")
 
-    def tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None,
-               sort_keys: bool = False) -> str:
-        return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
-                          sort_keys=sort_keys)
+    def tojson(
+        value: Any,
+        ensure_ascii: bool = False,
+        indent: int | None = None,
+        separators: Any = None,
+        sort_keys: bool = False,
+    ) -> str:
+        return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
     def strftime_now(fmt: str) -> str:
         import datetime
@@ -288,7 +314,7 @@ def _incomplete_utf8_tail(data: bytes) -> int:
         start -= 1  # skip continuation bytes back to a lead byte
     if start < 0 or len(data) - start > 3:
         return 0
-    lead, tail = data[start], data[start + 1:]
+    lead, tail = data[start], data[start + 1 :]
     needed = 2 if 0xC2 <= lead <= 0xDF else 3 if 0xE0 <= lead <= 0xEF else 4 if 0xF0 <= lead <= 0xF4 else 0
     if len(tail) + 1 >= needed:  # ASCII / invalid lead (needed 0), or already complete
         return 0

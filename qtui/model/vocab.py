@@ -36,16 +36,32 @@ NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 # Qwen's added tokens in Qwen's order. CONTROL ones are special (skipped by decode(skip_special=True));
 # USER_DEFINED ones are plain added tokens that are still matched whole (llama.cpp's convert types them so).
 SPECIAL_TOKENS: tuple[tuple[str, int], ...] = (
-    ("<|endoftext|>", CONTROL), ("<|im_start|>", CONTROL), ("<|im_end|>", CONTROL),
-    ("<|object_ref_start|>", CONTROL), ("<|object_ref_end|>", CONTROL),
-    ("<|box_start|>", CONTROL), ("<|box_end|>", CONTROL), ("<|quad_start|>", CONTROL), ("<|quad_end|>", CONTROL),
-    ("<|vision_start|>", CONTROL), ("<|vision_end|>", CONTROL), ("<|vision_pad|>", CONTROL),
-    ("<|image_pad|>", CONTROL), ("<|video_pad|>", CONTROL),
-    ("<tool_call>", USER_DEFINED), ("</tool_call>", USER_DEFINED),
-    ("<|fim_prefix|>", USER_DEFINED), ("<|fim_middle|>", USER_DEFINED), ("<|fim_suffix|>", USER_DEFINED),
-    ("<|fim_pad|>", USER_DEFINED), ("<|repo_name|>", USER_DEFINED), ("<|file_sep|>", USER_DEFINED),
-    ("<tool_response>", USER_DEFINED), ("</tool_response>", USER_DEFINED),
-    ("<think>", USER_DEFINED), ("</think>", USER_DEFINED),
+    ("<|endoftext|>", CONTROL),
+    ("<|im_start|>", CONTROL),
+    ("<|im_end|>", CONTROL),
+    ("<|object_ref_start|>", CONTROL),
+    ("<|object_ref_end|>", CONTROL),
+    ("<|box_start|>", CONTROL),
+    ("<|box_end|>", CONTROL),
+    ("<|quad_start|>", CONTROL),
+    ("<|quad_end|>", CONTROL),
+    ("<|vision_start|>", CONTROL),
+    ("<|vision_end|>", CONTROL),
+    ("<|vision_pad|>", CONTROL),
+    ("<|image_pad|>", CONTROL),
+    ("<|video_pad|>", CONTROL),
+    ("<tool_call>", USER_DEFINED),
+    ("</tool_call>", USER_DEFINED),
+    ("<|fim_prefix|>", USER_DEFINED),
+    ("<|fim_middle|>", USER_DEFINED),
+    ("<|fim_suffix|>", USER_DEFINED),
+    ("<|fim_pad|>", USER_DEFINED),
+    ("<|repo_name|>", USER_DEFINED),
+    ("<|file_sep|>", USER_DEFINED),
+    ("<tool_response>", USER_DEFINED),
+    ("</tool_response>", USER_DEFINED),
+    ("<think>", USER_DEFINED),
+    ("</think>", USER_DEFINED),
 )
 
 TINY_TARGET_SIZE = 2000  # BpeTrainer's vocab_size; it stops earlier (~1.9k) when no pair occurs twice
@@ -79,12 +95,16 @@ def _trained_base(seed: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
     from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(QWEN35_PRETOKENIZE_REGEX), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN35_PRETOKENIZE_REGEX), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     trainer = trainers.BpeTrainer(
-        vocab_size=TINY_TARGET_SIZE, min_frequency=2, show_progress=False,
+        vocab_size=TINY_TARGET_SIZE,
+        min_frequency=2,
+        show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),  # all 256 byte tokens: any text round-trips
     )
     tokenizer.train_from_iterator(make_corpus(seed), trainer)

@@ -65,8 +65,9 @@ class Metrics:
             elif isinstance(e, ev.ParityVerdict):
                 self.parity.labels(e.verdict).inc()
 
-    def render(self, *, queue: int, active: int, max_slots: int, max_rows: int, is_draining: bool,
-               is_failed: bool = False) -> str:
+    def render(
+        self, *, queue: int, active: int, max_slots: int, max_rows: int, is_draining: bool, is_failed: bool = False
+    ) -> str:
         self.queue.set(queue)
         self.active.set(active)
         self.max_slots.set(max_slots)

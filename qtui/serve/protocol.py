@@ -141,9 +141,13 @@ def _parse_generate(frame: dict[str, Any], max_context: int, n_vocab: int) -> Ge
         if not isinstance(tokens, list) or not all(_is_int(t) and 0 <= t < n_vocab for t in tokens):
             raise BadRequest(f"`tokens` must be a list of token ids in [0, {n_vocab})")
     if "messages" in frame:
-        ok = isinstance(messages, list) and 0 < len(messages) <= MAX_MESSAGES and all(
-            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
-            for m in messages
+        ok = (
+            isinstance(messages, list)
+            and 0 < len(messages) <= MAX_MESSAGES
+            and all(
+                isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+                for m in messages
+            )
         )
         if not ok:
             raise BadRequest(f"`messages` must be a list of 1 to {MAX_MESSAGES} {{role: str, content: str}}")

@@ -122,8 +122,11 @@ class _Fields:
         value = self.rec[key]
         if value is None and nullable:
             return None
-        ok = _is_number(value) if want is float else isinstance(value, want) and not (
-            want is int and isinstance(value, bool))
+        ok = (
+            _is_number(value)
+            if want is float
+            else isinstance(value, want) and not (want is int and isinstance(value, bool))
+        )
         if not ok:
             raise self.fail(key, want.__name__ + (" or null" if nullable else ""))
         return float(value) if want is float else value

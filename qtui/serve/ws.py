@@ -73,8 +73,11 @@ class WebSocketSide:
             self._connections.discard(conn)
             if conn.is_dropped:
                 self.metrics.dropped.inc()
-                log.warning("dropped connection %d: client stopped reading (%d bytes queued)", conn.number,
-                            conn.peak_queued_bytes)
+                log.warning(
+                    "dropped connection %d: client stopped reading (%d bytes queued)",
+                    conn.number,
+                    conn.peak_queued_bytes,
+                )
             for rid in list(conn.active.values()):
                 self.cancel(rid)  # nobody to tell; the engine frees the slots
             sender.cancel()

@@ -30,8 +30,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt-len", type=int, default=512, help="prefill prompt length (default 512)")
     parser.add_argument("--max-context", type=int, default=2048, help="engine context per slot (default 2048)")
     parser.add_argument("--profile", action="store_true", help="also time each kernel of the m=1 and largest steps")
-    parser.add_argument("--long-prompt", type=int, default=4096,
-                        help="mixed-step row: tokens of the prompt admitted while slots decode (0: skip)")
+    parser.add_argument(
+        "--long-prompt",
+        type=int,
+        default=4096,
+        help="mixed-step row: tokens of the prompt admitted while slots decode (0: skip)",
+    )
 
 
 def copy_bandwidth(nbytes: int = 1 << 31, reps: int = 10) -> float:
@@ -66,8 +70,12 @@ def read_bandwidth(nbytes: int = 1 << 31, reps: int = 10) -> float:
     kt = KernelTable()
     buf, out = drv.DeviceBuffer(nbytes), drv.DeviceBuffer(4)
     buf.zero(stream)
-    k = kt.read_stream(buf=int(buf), nbytes=nbytes, out=int(out),
-                       blocks=4 * drv.device_attribute("CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT"))
+    k = kt.read_stream(
+        buf=int(buf),
+        nbytes=nbytes,
+        out=int(out),
+        blocks=4 * drv.device_attribute("CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT"),
+    )
     e0, e1 = drv.Event(), drv.Event()
     times = []
     for _ in range(reps + 2):
@@ -85,8 +93,13 @@ def _prompt(rng: np.random.Generator, n_vocab: int, n: int) -> list[int]:
     return rng.integers(0, n_vocab, n).tolist()
 
 
-def ladder_rung(engine: Any, c: int, steps: int, rng: np.random.Generator, sampled: bool = False,
-                ) -> dict[str, float]:
+def ladder_rung(
+    engine: Any,
+    c: int,
+    steps: int,
+    rng: np.random.Generator,
+    sampled: bool = False,
+) -> dict[str, float]:
     """c slots decoded together for `steps` steps after warm-up; aggregate and per-request speed. sampled: every
     row samples (temperature 0.8, top_p 0.95, its own seed) instead of the greedy argmax."""
     from qtui.engine.sampling import SamplingParams
@@ -109,8 +122,13 @@ def ladder_rung(engine: Any, c: int, steps: int, rng: np.random.Generator, sampl
     dt = time.perf_counter() - t0
     for s in slots:
         engine.free_slot(s)
-    return {"c": c, "aggregate_tok_s": c * steps / dt, "per_request_tok_s": steps / dt,
-            "step_ms": 1e3 * dt / steps, "host_us_per_step": statistics.median(host)}
+    return {
+        "c": c,
+        "aggregate_tok_s": c * steps / dt,
+        "per_request_tok_s": steps / dt,
+        "step_ms": 1e3 * dt / steps,
+        "host_us_per_step": statistics.median(host),
+    }
 
 
 def prefill_rung(engine: Any, n: int, rng: np.random.Generator) -> dict[str, float]:
@@ -155,9 +173,15 @@ def mixed_rung(engine: Any, c: int, long_prompt: int, steps: int, rng: np.random
         t_prev = now
     for s in [*slots, newcomer]:
         engine.free_slot(s)
-    return {"c": c, "prompt_tokens": long_prompt, "chunk": chunk, "plain_step_ms": 1e3 * plain,
-            "mixed_step_ms": 1e3 * statistics.median(gaps), "worst_step_ms": 1e3 * max(gaps),
-            "ratio": statistics.median(gaps) / plain}
+    return {
+        "c": c,
+        "prompt_tokens": long_prompt,
+        "chunk": chunk,
+        "plain_step_ms": 1e3 * plain,
+        "mixed_step_ms": 1e3 * statistics.median(gaps),
+        "worst_step_ms": 1e3 * max(gaps),
+        "ratio": statistics.median(gaps) / plain,
+    }
 
 
 def profile_step(engine: Any, m: int, reps: int = 5) -> list[dict[str, Any]]:
@@ -213,15 +237,27 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     prefill = prefill_rung(engine, args.prompt_len, rng)
     mixed = mixed_rung(engine, max(rungs), long_prompt, args.steps, rng) if long_prompt > 0 else None
     c_sampled = min(16, max(rungs))
-    sampled = {"c": c_sampled, "greedy": next((r for r in ladder if r["c"] == c_sampled), None)
-               or ladder_rung(engine, c_sampled, args.steps, rng),
-               "sampled": ladder_rung(engine, c_sampled, args.steps, rng, sampled=True)}
+    sampled = {
+        "c": c_sampled,
+        "greedy": next((r for r in ladder if r["c"] == c_sampled), None)
+        or ladder_rung(engine, c_sampled, args.steps, rng),
+        "sampled": ladder_rung(engine, c_sampled, args.steps, rng, sampled=True),
+    }
     profile = {m: profile_step(engine, m) for m in (1, max(rungs))} if args.profile and cuda else {}
-    return {"profile": profile,
-        "model": str(args.model), "engine": engine.describe(), "read_bandwidth_B_s": read_bw,
-        "copy_bandwidth_B_s": copy_bw, "weight_bytes_per_token": per_token, "floor_tok_s": floor_tok_s,
-        "decode_tok_s": single["aggregate_tok_s"], "pct_of_floor": 100 * single["aggregate_tok_s"] / floor_tok_s,
-        "ladder": ladder, "prefill": prefill, "mixed": mixed, "sampling": sampled,
+    return {
+        "profile": profile,
+        "model": str(args.model),
+        "engine": engine.describe(),
+        "read_bandwidth_B_s": read_bw,
+        "copy_bandwidth_B_s": copy_bw,
+        "weight_bytes_per_token": per_token,
+        "floor_tok_s": floor_tok_s,
+        "decode_tok_s": single["aggregate_tok_s"],
+        "pct_of_floor": 100 * single["aggregate_tok_s"] / floor_tok_s,
+        "ladder": ladder,
+        "prefill": prefill,
+        "mixed": mixed,
+        "sampling": sampled,
     }
 
 
@@ -238,20 +274,25 @@ def format_table(r: dict[str, Any]) -> str:
     ]
     base = r["ladder"][0]["aggregate_tok_s"]
     for row in r["ladder"]:
-        lines.append(f"{row['c']:>3} {row['aggregate_tok_s']:16.1f} {row['per_request_tok_s']:18.1f} "
-                     f"{row['step_ms']:9.3f} {row['host_us_per_step']:13.1f} {row['aggregate_tok_s'] / base:6.2f}")
+        lines.append(
+            f"{row['c']:>3} {row['aggregate_tok_s']:16.1f} {row['per_request_tok_s']:18.1f} "
+            f"{row['step_ms']:9.3f} {row['host_us_per_step']:13.1f} {row['aggregate_tok_s'] / base:6.2f}"
+        )
     p = r["prefill"]
     lines += ["", f"prefill {p['prompt_tokens']} tokens: TTFT {p['ttft_ms']:.1f} ms, {p['prefill_tok_s']:.1f} tok/s"]
     sm = r.get("sampling")
     if sm:
         g, s_ = sm["greedy"]["aggregate_tok_s"], sm["sampled"]["aggregate_tok_s"]
-        lines.append(f"c={sm['c']} sampled (temperature 0.8, top_p 0.95): {s_:.1f} tok/s vs greedy {g:.1f} = "
-                     f"{100 * s_ / g:.0f}%")
+        lines.append(
+            f"c={sm['c']} sampled (temperature 0.8, top_p 0.95): {s_:.1f} tok/s vs greedy {g:.1f} = {100 * s_ / g:.0f}%"
+        )
     mx = r.get("mixed")
     if mx:
-        lines.append(f"{mx['c']} slots decoding while a {mx['prompt_tokens']}-token prompt is admitted "
-                     f"({mx['chunk']}-token chunks): step {mx['mixed_step_ms']:.2f} ms (worst {mx['worst_step_ms']:.2f})"
-                     f" vs {mx['plain_step_ms']:.2f} ms plain = {mx['ratio']:.2f}x")
+        lines.append(
+            f"{mx['c']} slots decoding while a {mx['prompt_tokens']}-token prompt is admitted "
+            f"({mx['chunk']}-token chunks): step {mx['mixed_step_ms']:.2f} ms (worst {mx['worst_step_ms']:.2f})"
+            f" vs {mx['plain_step_ms']:.2f} ms plain = {mx['ratio']:.2f}x"
+        )
     for m, rows in r.get("profile", {}).items():
         lines += ["", f"one m={m} step by kernel (each group replayed as its own graph, GPU us):"]
         lines += [f"  {x['name']:<24} x{x['launches']:<4} {x['us']:9.1f} us" for x in rows[:14]]

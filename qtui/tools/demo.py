@@ -20,13 +20,18 @@ LEVEL_PAUSE_S = 1.5  # dashboard mode: idle time after each level, in which pari
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-tui", action="store_true", help="run the climb once and print a summary table")
-    parser.add_argument("--duration", type=float, default=None,
-                        help="seconds to run: --no-tui splits it evenly over the levels (default: --rounds "
-                             "requests per client); the dashboard quits after it (default: when you press q)")
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        help="seconds to run: --no-tui splits it evenly over the levels (default: --rounds "
+        "requests per client); the dashboard quits after it (default: when you press q)",
+    )
     parser.add_argument("--engine", choices=["auto", "cpu", "cuda"], default="auto")
     parser.add_argument("--quant", choices=["q8_0", "f32"], default="q8_0", help="tiny model weights (default q8_0)")
-    parser.add_argument("--levels", default=",".join(map(str, DEFAULT_LEVELS)),
-                        help="concurrent clients per level (default 1,4,8,16)")
+    parser.add_argument(
+        "--levels", default=",".join(map(str, DEFAULT_LEVELS)), help="concurrent clients per level (default 1,4,8,16)"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="requests per client per level (default 3)")
     parser.add_argument("--max-tokens", type=int, default=32, help="longest reply of a load request (default 32)")
     parser.add_argument("--port", type=int, default=0, help="server port (default: any free one)")
@@ -70,8 +75,9 @@ def run(args: argparse.Namespace) -> int:
 
     levels = parse_levels(args.levels)
     model = ensure_tiny_model(args.cache_dir, args.quant)
-    options = dict(engine=args.engine, port=args.port, max_slots=max(16, max(levels)), verify_parity=True,
-                   record=args.record)
+    options = dict(
+        engine=args.engine, port=args.port, max_slots=max(16, max(levels)), verify_parity=True, record=args.record
+    )
     with serve_in_background(model, **options) as server:
         print(f"qtui demo: serving {model.name} on {server.url} ({server.engine_name})")
         if args.no_tui:

@@ -63,8 +63,15 @@ def request_params(client: int, round_: int, max_tokens: int) -> dict[str, objec
     return {"prompt": prompt, "max_tokens": length, "ignore_eos": True}
 
 
-async def run_client(url: str, client: int, rounds: int, max_tokens: int, result: LevelResult,
-                     deadline: float | None, api_key: str | None = None) -> None:
+async def run_client(
+    url: str,
+    client: int,
+    rounds: int,
+    max_tokens: int,
+    result: LevelResult,
+    deadline: float | None,
+    api_key: str | None = None,
+) -> None:
     """One client: `rounds` requests in a row on one connection (fewer if `deadline`, a monotonic time, passes)."""
     from qtui.tools.client import Client
 
@@ -86,21 +93,28 @@ async def run_client(url: str, client: int, rounds: int, max_tokens: int, result
                 result.error_codes.append(str((reply.error or {}).get("code")))
 
 
-async def run_level(url: str, clients: int, rounds: int, max_tokens: int, level_s: float | None = None,
-                    api_key: str | None = None) -> LevelResult:
+async def run_level(
+    url: str, clients: int, rounds: int, max_tokens: int, level_s: float | None = None, api_key: str | None = None
+) -> LevelResult:
     """`clients` concurrent clients, `rounds` requests each (or until `level_s` seconds have passed)."""
     result = LevelResult(clients)
     start = time.monotonic()
     deadline = start + level_s if level_s else None
-    await asyncio.gather(*(run_client(url, c, rounds, max_tokens, result, deadline, api_key)
-                           for c in range(clients)))
+    await asyncio.gather(*(run_client(url, c, rounds, max_tokens, result, deadline, api_key) for c in range(clients)))
     result.wall_s = time.monotonic() - start
     return result
 
 
-async def climb(url: str, levels: tuple[int, ...] = DEFAULT_LEVELS, rounds: int = 2, max_tokens: int = 24,
-                level_s: float | None = None, api_key: str | None = None, pause_s: float = 0.0,
-                on_level: Callable[[LevelResult], object] | None = None) -> list[LevelResult]:
+async def climb(
+    url: str,
+    levels: tuple[int, ...] = DEFAULT_LEVELS,
+    rounds: int = 2,
+    max_tokens: int = 24,
+    level_s: float | None = None,
+    api_key: str | None = None,
+    pause_s: float = 0.0,
+    on_level: Callable[[LevelResult], object] | None = None,
+) -> list[LevelResult]:
     """Run each level in turn, idle `pause_s` seconds after each (a --verify-parity server re-runs finished
     requests only while idle); `on_level` sees each result as it completes."""
     results = []
@@ -121,7 +135,14 @@ def summary_table(results: list[LevelResult]):  # -> rich.table.Table (rich is i
         table.add_column(name, justify="right")
     for r in results:
         p50 = r.ttft_p50_ms
-        table.add_row(str(r.clients), str(r.num_sent), str(r.num_done), str(r.num_errors), str(r.max_m),
-                      "—" if p50 is None else f"{p50:.1f}", f"{r.tok_s:.1f}", f"{r.wall_s:.1f}")
+        table.add_row(
+            str(r.clients),
+            str(r.num_sent),
+            str(r.num_done),
+            str(r.num_errors),
+            str(r.max_m),
+            "—" if p50 is None else f"{p50:.1f}",
+            f"{r.tok_s:.1f}",
+            f"{r.wall_s:.1f}",
+        )
     return table
-

@@ -33,8 +33,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, default=Path("witness.json"), help="witness JSON path (default witness.json)")
     p.add_argument("--seed", type=int, default=0, help="prompt seed (default 0)")
     p.add_argument("--api-key", help="API key, if the server requires one")
-    p.add_argument("--sampled", action="store_true", help="seeded sampling instead of greedy: temperature 0.8, "
-                   "top_p 0.95, prompt j with seed 1000 * seed + j (its solo and batched runs share the seed)")
+    p.add_argument(
+        "--sampled",
+        action="store_true",
+        help="seeded sampling instead of greedy: temperature 0.8, "
+        "top_p 0.95, prompt j with seed 1000 * seed + j (its solo and batched runs share the seed)",
+    )
 
 
 def make_prompts(n: int, seed: int, n_vocab: int) -> list[dict[str, Any]]:

@@ -36,12 +36,14 @@ async def cancel_error_session(url: str) -> None:
     prompts = ["Hello there", "The quick brown fox", "Count: 1, 2, 3,", "Once upon a time", "def main():"]
     async with await Client.connect(url) as client:
         await asyncio.sleep(0.3)
-        first = await client.submit_many([dict(id=f"r{i}", prompt=p, max_tokens=64, ignore_eos=True)
-                                          for i, p in enumerate(prompts[:3])])
+        first = await client.submit_many(
+            [dict(id=f"r{i}", prompt=p, max_tokens=64, ignore_eos=True) for i, p in enumerate(prompts[:3])]
+        )
         await asyncio.sleep(0.3)
         await client.cancel("r1")
-        later = await client.submit_many([dict(id=f"r{i}", prompt=p, max_tokens=48, ignore_eos=True)
-                                          for i, p in enumerate(prompts[3:], start=3)])
+        later = await client.submit_many(
+            [dict(id=f"r{i}", prompt=p, max_tokens=48, ignore_eos=True) for i, p in enumerate(prompts[3:], start=3)]
+        )
         await asyncio.sleep(0.2)
         (too_long,) = await client.submit_many([dict(id="long", tokens=[5] * (SAMPLE_MAX_CONTEXT + 10))])
         replies = await asyncio.gather(*first, *later, too_long)
@@ -53,8 +55,16 @@ async def cancel_error_session(url: str) -> None:
 async def record(model: Path, session, directory: Path) -> Path:
     from qtui.serve.main import start_server
 
-    async with start_server(model, engine="cpu", port=0, max_slots=16, max_context=SAMPLE_MAX_CONTEXT,
-                            verify_parity=True, window_ms=10.0, record=directory) as srv:
+    async with start_server(
+        model,
+        engine="cpu",
+        port=0,
+        max_slots=16,
+        max_context=SAMPLE_MAX_CONTEXT,
+        verify_parity=True,
+        window_ms=10.0,
+        record=directory,
+    ) as srv:
         assert srv.recorder is not None
         path = srv.recorder.path
         await session(srv.url)

@@ -23,11 +23,18 @@ EXIT_DIFFERENT = 1
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="a recording (JSON Lines, written by `qtui serve --record DIR`)")
     parser.add_argument("--speed", type=float, default=1.0, help="time factor: 2 plays twice as fast (default 1)")
-    parser.add_argument("--rebuild", action="store_true",
-                        help="recompute the stats from the recorded events with the server's own stats code "
-                             "instead of playing the recorded stats frames")
-    parser.add_argument("--against", metavar="URL", default=None,
-                        help="re-send the requests to the server at URL and compare the replies")
+    parser.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="recompute the stats from the recorded events with the server's own stats code "
+        "instead of playing the recorded stats frames",
+    )
+    parser.add_argument(
+        "--against",
+        metavar="URL",
+        default=None,
+        help="re-send the requests to the server at URL and compare the replies",
+    )
     parser.add_argument("--api-key", default=None, help="the server's --api-key, if it has one")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for all replies (--against)")
 
@@ -120,8 +127,13 @@ def report_table(requests: list[Replayed]):  # -> rich.table.Table
     for req in requests:
         verdict, index = compare(req)
         if verdict != "same":
-            table.add_row(req.rid, _recorded_outcome(req.recorded), _live_outcome(req.live),
-                          "—" if index is None else str(index), verdict)
+            table.add_row(
+                req.rid,
+                _recorded_outcome(req.recorded),
+                _live_outcome(req.live),
+                "—" if index is None else str(index),
+                verdict,
+            )
     return table
 
 
@@ -139,8 +151,9 @@ def _live_outcome(frame: dict[str, Any] | None) -> str:
     return f"{len(frame.get('tokens', []))} tokens ({frame.get('finish_reason')})"
 
 
-async def replay_against(path: str, url: str, speed: float = 1.0, api_key: str | None = None,
-                         timeout: float = 300.0) -> list[Replayed]:
+async def replay_against(
+    path: str, url: str, speed: float = 1.0, api_key: str | None = None, timeout: float = 300.0
+) -> list[Replayed]:
     """Re-send the recording at `path` to `url`; the requests with both outcomes filled in where known."""
     from qtui.tui.recording import describe_problems, load_recording
 
@@ -169,8 +182,13 @@ def run(args: argparse.Namespace) -> int:
     rec = load_recording(args.file)
     for line in describe_problems(rec):
         print(f"qtui replay: {line}", file=sys.stderr)
-    feed = ReplayFeed(derive_frames(rec, rebuild=args.rebuild), label=rec.path.name, speed=args.speed,
-                      duration=rec.duration, identity=rec.identity())
+    feed = ReplayFeed(
+        derive_frames(rec, rebuild=args.rebuild),
+        label=rec.path.name,
+        speed=args.speed,
+        duration=rec.duration,
+        identity=rec.identity(),
+    )
     ReplayApp(feed).run()
     return 0
 
@@ -191,6 +209,9 @@ def run_against(args: argparse.Namespace) -> int:
     num_bad = sum(v in ("differs", "no reply") for v in verdicts)
     if num_bad:
         console.print(report_table(requests))
-    console.print(f"{len(requests)} requests re-sent: {verdicts.count('same')} same, {num_bad} differ or got no "
-                  f"reply, {verdicts.count('skipped')} skipped (no recorded outcome)", soft_wrap=True)
+    console.print(
+        f"{len(requests)} requests re-sent: {verdicts.count('same')} same, {num_bad} differ or got no "
+        f"reply, {verdicts.count('skipped')} skipped (no recorded outcome)",
+        soft_wrap=True,
+    )
     return EXIT_DIFFERENT if num_bad else 0

@@ -63,8 +63,9 @@ class DashApp(App[None]):
         self.set_interval(REDRAW_INTERVAL_S, self.redraw_if_dirty)
         if self.exit_after is not None:
             self.set_timer(self.exit_after, self.exit)
-        self.run_worker(self.feed.run(self.post_message), name="feed", group="feed", exclusive=True,
-                        exit_on_error=False)
+        self.run_worker(
+            self.feed.run(self.post_message), name="feed", group="feed", exclusive=True, exit_on_error=False
+        )
 
     # -- messages from the feed --------------------------------------------------------------------------
     def on_stats_received(self, message: StatsReceived) -> None:

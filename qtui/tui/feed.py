@@ -74,8 +74,9 @@ class SocketFeed:
         while True:
             try:
                 headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else None
-                async with connect(self.url, open_timeout=OPEN_TIMEOUT_S, proxy=None, additional_headers=headers,
-                                   max_size=2**22) as ws:
+                async with connect(
+                    self.url, open_timeout=OPEN_TIMEOUT_S, proxy=None, additional_headers=headers, max_size=2**22
+                ) as ws:
                     delay = BACKOFF_FIRST_S
                     await ws.send(json.dumps({"op": "subscribe"}))
                     post(ConnectionChanged(Connection("connected", self.url)))
@@ -111,9 +112,16 @@ class ReplayFeed:
     """A recording's stats timeline on a virtual clock: play at `speed`, pause, seek. Seeking rebuilds the
     state by folding the frames up to the new time, so the display after a seek equals a straight play."""
 
-    def __init__(self, frames: list[TimedFrame], label: str, speed: float = 1.0, start_at: float = 0.0,
-                 is_paused: bool = False, duration: float | None = None,
-                 identity: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        frames: list[TimedFrame],
+        label: str,
+        speed: float = 1.0,
+        start_at: float = 0.0,
+        is_paused: bool = False,
+        duration: float | None = None,
+        identity: dict[str, Any] | None = None,
+    ) -> None:
         """`identity`: model / engine / device / max_slots shown before the first frame (from the header)."""
         assert speed > 0, "speed is a positive factor"
         self.frames = frames

@@ -56,8 +56,9 @@ async def replay_screenshot(out: Path) -> Path:
     rec = load_recording(RECORDINGS / "climb.jsonl")
     frames = derive_frames(rec)
     busiest = max(frames, key=lambda f: len(f.frame.get("slots", [])))
-    feed = ReplayFeed(frames, "climb.jsonl", start_at=busiest.t, is_paused=True, duration=rec.duration,
-                      identity=rec.identity())
+    feed = ReplayFeed(
+        frames, "climb.jsonl", start_at=busiest.t, is_paused=True, duration=rec.duration, identity=rec.identity()
+    )
     app = ReplayApp(feed)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause(0.3)

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 
-def run_sampled(eng: Any, prompts: list[list[int]], params: list[Any], batch: list[int], steps: int) -> dict[int, list[int]]:
+def run_sampled(
+    eng: Any, prompts: list[list[int]], params: list[Any], batch: list[int], steps: int
+) -> dict[int, list[int]]:
     """Requests `batch` (indices into prompts / params) prefilled one by one, then decoded together for `steps`
     steps; returns each request's tokens. Slots are freed afterwards."""
     slots = {i: eng.alloc_slot() for i in batch}

@@ -87,7 +87,9 @@ def run_command(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[in
 
 @pytest.mark.usefixtures("only_generate_command")
 def test_command_json_matches_engine_greedy(tiny_gguf, model, engine, capsys) -> None:
-    rc, out, _ = run_command([str(tiny_gguf), "Once upon a time", "--max-tokens", "6", "--engine", "cpu", "--json"], capsys)
+    rc, out, _ = run_command(
+        [str(tiny_gguf), "Once upon a time", "--max-tokens", "6", "--engine", "cpu", "--json"], capsys
+    )
     assert rc == 0
     record = json.loads(out)
     tokenizer = Tokenizer.from_gguf(model)
@@ -109,7 +111,9 @@ def test_command_streams_text(tiny_gguf, capsys) -> None:
 
 @pytest.mark.usefixtures("only_generate_command")
 def test_command_chat_wraps_the_prompt(tiny_gguf, model, capsys) -> None:
-    rc, out, _ = run_command([str(tiny_gguf), "hi there", "--max-tokens", "2", "--engine", "cpu", "--chat", "--json"], capsys)
+    rc, out, _ = run_command(
+        [str(tiny_gguf), "hi there", "--max-tokens", "2", "--engine", "cpu", "--chat", "--json"], capsys
+    )
     assert rc == 0
     expected = Tokenizer.from_gguf(model).apply_chat_template([{"role": "user", "content": "hi there"}])
     assert json.loads(out)["prompt"] == expected and "hi there" in expected

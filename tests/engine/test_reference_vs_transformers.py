@@ -74,8 +74,10 @@ def test_reference_matches_transformers(preset: str, quant: str, make_model) -> 
     rel_err = np.max(np.abs(ours - theirs), axis=-1) / scale  # [T]
     top2 = np.sort(theirs, axis=-1)[:, -2:]
     margin = top2[:, 1] - top2[:, 0]  # [T] hf's top-1 minus top-2 logit
-    print(f"\n{preset}/{quant} seed {seed}: max rel_err {rel_err.max():.2e} (prompt {rel_err[:PROMPT_LEN].max():.2e}, "
-          f"decode {rel_err[PROMPT_LEN:].max():.2e}); min top-2 margin / max|hf| {np.min(margin / scale):.2e}")
+    print(
+        f"\n{preset}/{quant} seed {seed}: max rel_err {rel_err.max():.2e} (prompt {rel_err[:PROMPT_LEN].max():.2e}, "
+        f"decode {rel_err[PROMPT_LEN:].max():.2e}); min top-2 margin / max|hf| {np.min(margin / scale):.2e}"
+    )
     worst = int(np.argmax(rel_err))
     assert rel_err.max() <= REL_TOL, f"position {worst}: rel_err {rel_err[worst]:.3e} > {REL_TOL}"
 

@@ -56,8 +56,12 @@ def _kept_oracle(z: np.ndarray, p: SamplingParams) -> set[int]:
 def test_filters_match_a_loop_oracle_on_fresh_logits(seed):
     rng = np.random.default_rng(seed)
     z = rng.normal(0, 2, 300).astype(F32)
-    for p in [SamplingParams(temperature=1, top_k=17), SamplingParams(temperature=1, top_p=0.6),
-              SamplingParams(temperature=1, min_p=0.05), SamplingParams(temperature=1, top_k=40, top_p=0.9, min_p=0.01)]:
+    for p in [
+        SamplingParams(temperature=1, top_k=17),
+        SamplingParams(temperature=1, top_p=0.6),
+        SamplingParams(temperature=1, min_p=0.05),
+        SamplingParams(temperature=1, top_k=40, top_p=0.9, min_p=0.01),
+    ]:
         got = set(np.flatnonzero(filter_mask(z, p)).tolist())
         assert got == _kept_oracle(z, p), p
 
@@ -87,8 +91,14 @@ def test_penalties_follow_their_formulas():
 
 
 def test_bad_parameters_name_themselves():
-    for kw, name in [({"temperature": -1}, "temperature"), ({"top_p": 0}, "top_p"), ({"top_k": -1}, "top_k"),
-                     ({"min_p": 2}, "min_p"), ({"seed": -1}, "seed"), ({"logprobs": 21}, "logprobs")]:
+    for kw, name in [
+        ({"temperature": -1}, "temperature"),
+        ({"top_p": 0}, "top_p"),
+        ({"top_k": -1}, "top_k"),
+        ({"min_p": 2}, "min_p"),
+        ({"seed": -1}, "seed"),
+        ({"logprobs": 21}, "logprobs"),
+    ]:
         with pytest.raises(InvalidParameter) as info:
             SamplingParams(**kw)
         assert info.value.param == name

@@ -16,9 +16,15 @@ QT = gguf.GGMLQuantizationType
 VT = gguf.GGUFValueType
 
 
-def rewrite(src: Path, dst: Path, *, arch: str = "qwen35", drop_keys: tuple[str, ...] = (),
-            set_keys: dict[str, tuple[object, VT]] | None = None,
-            tensor_fn: Callable[[str, np.ndarray, QT], tuple[np.ndarray, QT] | None] | None = None) -> Path:
+def rewrite(
+    src: Path,
+    dst: Path,
+    *,
+    arch: str = "qwen35",
+    drop_keys: tuple[str, ...] = (),
+    set_keys: dict[str, tuple[object, VT]] | None = None,
+    tensor_fn: Callable[[str, np.ndarray, QT], tuple[np.ndarray, QT] | None] | None = None,
+) -> Path:
     """Copy a GGUF through gguf's reader/writer, changing keys or tensors (tensor_fn -> None drops it)."""
     r = gguf.GGUFReader(src)
     w = gguf.GGUFWriter(dst, arch)
@@ -146,7 +152,9 @@ def test_rows_not_whole_blocks(tiny_gguf: Path, tmp_path: Path) -> None:
     def partial_blocks(name: str, data: np.ndarray, qtype: QT) -> tuple[np.ndarray, QT]:
         if name != target:
             return data, qtype
-        return np.zeros(34 * 4, np.uint8).view(np.float32), QT.Q8_0  # 4 Q8_0 blocks (non-uint8: shape taken as given)...
+        return np.zeros(34 * 4, np.uint8).view(
+            np.float32
+        ), QT.Q8_0  # 4 Q8_0 blocks (non-uint8: shape taken as given)...
 
     r = gguf.GGUFReader(tiny_gguf)
     path = tmp_path / "b.gguf"

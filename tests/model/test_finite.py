@@ -74,9 +74,13 @@ def test_a_big_unquantized_file_skips_its_matrices_but_not_its_norms(tiny_gguf, 
     from qtui.model import finite
 
     monkeypatch.setattr(finite, "FLOAT_MATRIX_BUDGET", 0)
-    GGUFModel.open(rewrite(tiny_gguf, tmp_path / "m.gguf", tensor_fn=poke_floats("blk.2.ffn_up.weight", 5, np.nan))).close()
-    _fails(rewrite(tiny_gguf, tmp_path / "n.gguf", tensor_fn=poke_floats("blk.2.attn_norm.weight", 5, np.nan)),
-           "blk.2.attn_norm.weight")
+    GGUFModel.open(
+        rewrite(tiny_gguf, tmp_path / "m.gguf", tensor_fn=poke_floats("blk.2.ffn_up.weight", 5, np.nan))
+    ).close()
+    _fails(
+        rewrite(tiny_gguf, tmp_path / "n.gguf", tensor_fn=poke_floats("blk.2.attn_norm.weight", 5, np.nan)),
+        "blk.2.attn_norm.weight",
+    )
 
 
 @pytest.mark.parametrize("quant", ["f16", "bf16"])

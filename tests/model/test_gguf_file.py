@@ -38,8 +38,10 @@ def _check_every_tensor(path: Path) -> set[QT]:
             else:
                 assert raw.dtype == np.uint8 and raw.shape == gguf.quant_shape_to_byte_shape(info.shape, info.qtype)
             got = model.dequantize(name)
-            want = gguf.quants.dequantize(stored.reshape(raw.shape) if raw.dtype == np.uint8 else
-                                          stored.view(raw.dtype).reshape(raw.shape), info.qtype)
+            want = gguf.quants.dequantize(
+                stored.reshape(raw.shape) if raw.dtype == np.uint8 else stored.view(raw.dtype).reshape(raw.shape),
+                info.qtype,
+            )
             assert got.dtype == np.float32 and got.shape == info.shape
             assert np.array_equal(got, np.asarray(want, np.float32).reshape(info.shape)), name
             assert np.isfinite(got).all(), name

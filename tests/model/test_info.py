@@ -57,8 +57,10 @@ def test_head_bytes_tied_and_untied(make_model) -> None:
         embd, head = untied.tensors["token_embd.weight"], untied.tensors["output.weight"]
         row = embd.n_bytes // embd.shape[0]
         # untied: output.weight is an ordinary weight read once; token_embd contributes one row
-        assert info.weight_bytes(untied) == info.weight_bytes(tied) - tied.tensors["token_embd.weight"].n_bytes \
-            + embd.n_bytes + head.n_bytes
+        assert (
+            info.weight_bytes(untied)
+            == info.weight_bytes(tied) - tied.tensors["token_embd.weight"].n_bytes + embd.n_bytes + head.n_bytes
+        )
         assert info.weight_bytes_per_token(untied) == info.weight_bytes(untied) - embd.n_bytes + row
         t_embd = tied.tensors["token_embd.weight"]
         assert info.weight_bytes_per_token(tied) == info.weight_bytes(tied) + t_embd.n_bytes // t_embd.shape[0]

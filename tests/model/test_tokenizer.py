@@ -123,8 +123,12 @@ def test_chat_template_matches_transformers_renderer(tok: Tokenizer):
         [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "<think>\nhmm\n</think>\n\nHello"}],
         [
             {"role": "user", "content": "add 1 and 2 ✨"},
-            {"role": "assistant", "content": "", "reasoning_content": "use the tool",
-             "tool_calls": [{"function": {"name": "add", "arguments": {"a": 1, "b": 2}}}]},
+            {
+                "role": "assistant",
+                "content": "",
+                "reasoning_content": "use the tool",
+                "tool_calls": [{"function": {"name": "add", "arguments": {"a": 1, "b": 2}}}],
+            },
             {"role": "tool", "content": "3"},
             {"role": "tool", "content": "(done)"},
         ],
@@ -141,8 +145,12 @@ def test_chat_template_matches_transformers_renderer(tok: Tokenizer):
 
 @pytest.mark.parametrize(
     "messages",
-    [[], [{"role": "wizard", "content": "x"}], [{"role": "user", "content": "a"}, {"role": "system", "content": "b"}],
-     [{"role": "user", "content": [{"type": "image", "url": "x"}]}]],
+    [
+        [],
+        [{"role": "wizard", "content": "x"}],
+        [{"role": "user", "content": "a"}, {"role": "system", "content": "b"}],
+        [{"role": "user", "content": [{"type": "image", "url": "x"}]}],
+    ],
 )
 def test_chat_template_rejects_bad_conversations(tok: Tokenizer, messages):
     with pytest.raises(BadRequest):
@@ -226,9 +234,13 @@ def test_stream_emits_as_soon_as_python_incremental_decoder(tok: Tokenizer, byte
 def _metadata(**changes) -> dict:
     vocab = build_vocab(None)
     md = {
-        "tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "qwen35", "tokenizer.ggml.tokens": vocab.tokens,
-        "tokenizer.ggml.token_type": vocab.token_types, "tokenizer.ggml.merges": vocab.merges,
-        "tokenizer.ggml.eos_token_id": vocab.eos_token_id, "tokenizer.ggml.padding_token_id": vocab.padding_token_id,
+        "tokenizer.ggml.model": "gpt2",
+        "tokenizer.ggml.pre": "qwen35",
+        "tokenizer.ggml.tokens": vocab.tokens,
+        "tokenizer.ggml.token_type": vocab.token_types,
+        "tokenizer.ggml.merges": vocab.merges,
+        "tokenizer.ggml.eos_token_id": vocab.eos_token_id,
+        "tokenizer.ggml.padding_token_id": vocab.padding_token_id,
         "tokenizer.chat_template": vocab.chat_template,
     }
     for key, value in changes.items():
@@ -281,8 +293,12 @@ def test_missing_chat_template_is_a_model_file_error():
 
 # ---- agreement with transformers' GGUF tokenizer -------------------------------------------------------
 
-ORACLE_TEXTS = [*TEXTS, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n",
-                "x<tool_call>{}</tool_call>y<|endoftext|>", "I'M HERE, you're there, they'LL go 12:30!!!\n\n  \t"]
+ORACLE_TEXTS = [
+    *TEXTS,
+    "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n",
+    "x<tool_call>{}</tool_call>y<|endoftext|>",
+    "I'M HERE, you're there, they'LL go 12:30!!!\n\n  \t",
+]
 
 
 def _write_tokenizer_gguf(path, vocab) -> None:
@@ -360,5 +376,6 @@ def test_synthetic_model_file_tokenizer_agrees_with_transformers(tiny_gguf):
     for text in ORACLE_TEXTS:
         assert ours.encode(text) == reference.encode(text, add_special_tokens=False), text
     messages = [{"role": "user", "content": "Hi there"}]
-    assert ours.apply_chat_template(messages) == reference.apply_chat_template(messages, tokenize=False,
-                                                                               add_generation_prompt=True)
+    assert ours.apply_chat_template(messages) == reference.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=True
+    )

@@ -68,10 +68,18 @@ def test_build_is_deterministic_within_and_across_processes():
     first, second = build_vocab(None), build_vocab(None)
     assert first == second and first.tokens is not second.tokens
     # A fresh interpreter with another hash seed trains again from scratch: same vocabulary.
-    code = "from tests.model.test_vocab import _digest; from qtui.model.vocab import build_vocab; " \
-           "print(_digest(build_vocab(None)))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={"PYTHONHASHSEED": "12345", "PATH": ""}, cwd=_repo_root())
+    code = (
+        "from tests.model.test_vocab import _digest; from qtui.model.vocab import build_vocab; "
+        "print(_digest(build_vocab(None)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONHASHSEED": "12345", "PATH": ""},
+        cwd=_repo_root(),
+    )
     assert out.stdout.strip() == _digest(first)
 
 
@@ -92,7 +100,7 @@ def test_full_size_vocab_matches_qwen35_layout_and_loads_fast():
     # Real Qwen3.5 ids: <|endoftext|> 248044, <|im_end|> 248046; [PAD] tail typed UNUSED.
     assert vocab.padding_token_id == QWEN35_SPECIAL_START and vocab.eos_token_id == QWEN35_SPECIAL_START + 2
     n_special = len(SPECIAL_TOKENS)
-    assert vocab.token_types[QWEN35_SPECIAL_START + n_special:] == [UNUSED] * (QWEN35_N_VOCAB - 248044 - n_special)
+    assert vocab.token_types[QWEN35_SPECIAL_START + n_special :] == [UNUSED] * (QWEN35_N_VOCAB - 248044 - n_special)
     assert vocab.tokens[-1] == f"[PAD{QWEN35_N_VOCAB - 1}]"
     assert vocab.token_types[:QWEN35_SPECIAL_START] == [NORMAL] * QWEN35_SPECIAL_START
     _assert_merges_form_bpe(vocab)
@@ -111,7 +119,7 @@ def test_small_padding_puts_specials_right_after_the_base():
     vocab = build_vocab(tiny.n_vocab + 10)
     assert vocab.n_vocab == tiny.n_vocab + 10 and len(set(vocab.tokens)) == vocab.n_vocab
     assert vocab.tokens[: tiny.n_vocab] == tiny.tokens
-    assert vocab.token_types[tiny.n_vocab:] == [UNUSED] * 10
+    assert vocab.token_types[tiny.n_vocab :] == [UNUSED] * 10
     with pytest.raises(ValueError, match="n_vocab"):
         build_vocab(tiny.n_vocab - 1)
 

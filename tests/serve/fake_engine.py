@@ -23,8 +23,15 @@ class FakeEngine:
     name = "fake"
     config = None
 
-    def __init__(self, max_slots: int = 4, max_context: int = 64, n_vocab: int = 50, step_delay_s: float = 0.0,
-                 max_rows: int | None = None, prefill_chunk: int | None = None):
+    def __init__(
+        self,
+        max_slots: int = 4,
+        max_context: int = 64,
+        n_vocab: int = 50,
+        step_delay_s: float = 0.0,
+        max_rows: int | None = None,
+        prefill_chunk: int | None = None,
+    ):
         self.prefill_chunk = prefill_chunk  # stated in describe() as the CUDA engine does (None: not stated)
         self.prefill_calls: list[tuple[int, int]] = []  # (slot, tokens) of every prefill call, in order
         self.max_slots = max_slots
@@ -141,7 +148,9 @@ class FakeTokenizer:
         return "".join(self.piece(t) for t in ids)
 
     def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
-        return "".join(f"<{m['role']}>{m['content']}" for m in messages) + ("<assistant>" if add_generation_prompt else "")
+        return "".join(f"<{m['role']}>{m['content']}" for m in messages) + (
+            "<assistant>" if add_generation_prompt else ""
+        )
 
     def new_detokenizer(self) -> PieceDetokenizer:
         return PieceDetokenizer(self)

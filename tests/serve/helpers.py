@@ -16,8 +16,9 @@ from .fake_engine import FakeEngine, FakeTokenizer
 
 
 @contextlib.asynccontextmanager
-async def fake_server(max_slots: int = 4, max_context: int = 64, step_delay_s: float = 0.0, max_rows: int | None = None,
-                      **settings: Any) -> AsyncIterator[QtuiServer]:
+async def fake_server(
+    max_slots: int = 4, max_context: int = 64, step_delay_s: float = 0.0, max_rows: int | None = None, **settings: Any
+) -> AsyncIterator[QtuiServer]:
     settings.setdefault("port", 0)
     settings.setdefault("window_ms", 30.0)
     engine = FakeEngine(max_slots=max_slots, max_context=max_context, step_delay_s=step_delay_s, max_rows=max_rows)
@@ -40,7 +41,7 @@ async def aget(url: str, headers: dict[str, str] | None = None) -> tuple[int, st
     return await asyncio.to_thread(http_get, url, headers)
 
 
-_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (-?[0-9.eE+-]+|\+Inf|NaN)$')
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (-?[0-9.eE+-]+|\+Inf|NaN)$")
 
 
 def parse_prometheus(text: str) -> dict[str, dict[str, float]]:

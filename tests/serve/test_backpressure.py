@@ -54,7 +54,8 @@ async def test_non_reading_client_is_dropped_past_its_queue_bound_others_untouch
             assert (await running).tokens == solo_reply([3, 4, 5], 40, eos=None)
             again = await good.generate(tokens=[7, 8], max_tokens=5, ignore_eos=True)
             assert again.tokens == solo_reply([7, 8], 5, eos=None)
-            await silent.close(); silent.transport.abort()  # noqa: E702
+            await silent.close()
+            silent.transport.abort()  # noqa: E702
 
 
 async def test_drain_with_non_reading_client_honours_drain_timeout():

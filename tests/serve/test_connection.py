@@ -90,7 +90,11 @@ async def test_while_the_socket_is_busy_the_sender_writes_in_order_and_tokens_co
     sender.cancel()
     got = frames(sock.slow)
     assert [(f["op"], f["id"], f.get("tokens")) for f in got] == [
-        ("token", "a", None), ("token", "a", [6, 7, 8, 9, 10]), ("done", "a", None), ("token", "z", None)]
+        ("token", "a", None),
+        ("token", "a", [6, 7, 8, 9, 10]),
+        ("done", "a", None),
+        ("token", "z", None),
+    ]
 
 
 async def test_the_byte_bound_counts_merged_tokens_and_drops():

@@ -15,8 +15,14 @@ from qtui.tools.client import Client
 from .fake_engine import solo_reply
 from .helpers import fake_server, http_get
 
-json_scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True), st.text(max_size=20))
-json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=12)
+json_scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True), st.text(max_size=20)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
 ids = st.text(alphabet="abcxyz0123", min_size=0, max_size=6)
 fields = st.fixed_dictionaries(
     {"op": st.sampled_from(["generate", "cancel", "subscribe", "info", "nope", ""]) | json_scalars},
@@ -24,7 +30,10 @@ fields = st.fixed_dictionaries(
         "id": ids | json_scalars,
         "prompt": st.text(max_size=30) | json_scalars,
         "tokens": st.lists(st.integers(-5, 80), max_size=70) | json_values,
-        "messages": st.lists(st.fixed_dictionaries({"role": st.text(max_size=5), "content": st.text(max_size=10)}), max_size=3) | json_values,
+        "messages": st.lists(
+            st.fixed_dictionaries({"role": st.text(max_size=5), "content": st.text(max_size=10)}), max_size=3
+        )
+        | json_values,
         "max_tokens": st.integers(-3, 70) | json_scalars,
         "stop": st.lists(st.text(max_size=3), max_size=5) | json_scalars,
         "ignore_eos": st.booleans() | json_scalars,
@@ -88,7 +97,9 @@ async def _session(url: str, frames: list, prompt: list[int]) -> None:
         assert info["protocol"] == 1
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(frames=st.lists(messages, max_size=12), prompt=st.lists(st.integers(2, 49), min_size=1, max_size=10))
 def test_random_frames_never_kill_the_server(live_server, frames, prompt):
     asyncio.run(_session(live_server.url, frames, prompt))

@@ -18,4 +18,8 @@ def test_a_failing_record_loses_only_itself(tmp_path):
     ])  # fmt: skip
     rec.close()
     lines = [json.loads(line) for line in rec.path.read_text(encoding="utf-8").splitlines()]
-    assert [(r["ev"], r.get("id")) for r in lines[1:]] == [("arrival", "c1:a"), ("error", "c1:\udc00"), ("admit", "c1:a")]
+    assert [(r["ev"], r.get("id")) for r in lines[1:]] == [
+        ("arrival", "c1:a"),
+        ("error", "c1:\udc00"),
+        ("admit", "c1:a"),
+    ]

@@ -77,7 +77,9 @@ async def test_replayed_stats_frames_equal_the_live_ones(tmp_path):
         path = srv.recorder.path
         async with await Client.connect(srv.url) as watcher, await Client.connect(srv.url) as client:
             await watcher.subscribe()
-            first = await client.submit_many([dict(tokens=[3, i + 2], max_tokens=12, ignore_eos=True) for i in range(6)])
+            first = await client.submit_many(
+                [dict(tokens=[3, i + 2], max_tokens=12, ignore_eos=True) for i in range(6)]
+            )
             (cx,) = await client.submit_many([dict(id="cx", tokens=[9], max_tokens=60, ignore_eos=True)])
             (long,) = await client.submit_many([dict(tokens=[3] * 64)])
             await asyncio.gather(*first, long)
@@ -111,7 +113,9 @@ async def test_stats_feed_frames_while_serving():
             for key in ("t", "model", "engine", "device", "max_batch", "slots", "steps", "agg_tok_s", "queue", "active",
                         "requests_done", "errors", "ttft_ms", "batch_hist", "parity", "verdicts"):  # fmt: skip
                 assert key in first
-            futures = await client.submit_many([dict(tokens=[3, i + 2], max_tokens=20, ignore_eos=True) for i in range(6)])
+            futures = await client.submit_many(
+                [dict(tokens=[3, i + 2], max_tokens=20, ignore_eos=True) for i in range(6)]
+            )
             seen_busy = None
             while not all(f.done() for f in futures):
                 frame = await asyncio.wait_for(watcher.stats.get(), 5)
@@ -138,8 +142,12 @@ async def test_verify_parity_reports_verdicts_to_feed_metrics_and_done():
         ]
         async with await Client.connect(srv.url) as watcher, await Client.connect(srv.url) as client:
             await watcher.subscribe()
-            pair = await asyncio.gather(*await client.submit_many([dict(tokens=[3, i + 2], max_tokens=6, ignore_eos=True) for i in range(2)]))
-            triple = await asyncio.gather(*await client.submit_many([dict(tokens=[7, i + 2], max_tokens=6, ignore_eos=True) for i in range(3)]))
+            pair = await asyncio.gather(
+                *await client.submit_many([dict(tokens=[3, i + 2], max_tokens=6, ignore_eos=True) for i in range(2)])
+            )
+            triple = await asyncio.gather(
+                *await client.submit_many([dict(tokens=[7, i + 2], max_tokens=6, ignore_eos=True) for i in range(3)])
+            )
             assert all(r.done["parity"] == "pending" for r in pair + triple)
             verdicts: dict[str, dict] = {}
             while len(verdicts) < 5:

@@ -215,7 +215,9 @@ def test_verify_parity_reruns_when_idle_and_yields_to_clients():
     p = rand_prompt(rng, 5)
     sched.submit("late", p, GenerateParams(max_tokens=8, ignore_eos=True))
     late = sched.step()
-    assert [e.m for e in late if isinstance(e, ev.Step)] == [1] and not any(e.verify for e in late if isinstance(e, ev.Step))
+    assert [e.m for e in late if isinstance(e, ev.Step)] == [1] and not any(
+        e.verify for e in late if isinstance(e, ev.Step)
+    )
     events += late + run_all(sched)
     verdicts = [e for e in events if isinstance(e, ev.ParityVerdict)]
     assert sorted(v.rid for v in verdicts) == ["late", "r0", "r1", "r2"]

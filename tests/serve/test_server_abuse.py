@@ -95,7 +95,9 @@ async def test_one_connection_cannot_take_every_slot_and_the_whole_queue():
     assert ServeSettings(queue_size=8).per_connection_limit == 4
     async with fake_server(max_slots=2, queue_size=32, max_per_connection=5, step_delay_s=0.002) as srv:
         async with await Client.connect(srv.url) as greedy, await Client.connect(srv.url) as other:
-            flood = await greedy.submit_many([dict(tokens=[3, i + 2], max_tokens=20, ignore_eos=True) for i in range(12)])
+            flood = await greedy.submit_many(
+                [dict(tokens=[3, i + 2], max_tokens=20, ignore_eos=True) for i in range(12)]
+            )
             mine = await other.submit_many([dict(tokens=[4, i + 2], max_tokens=3, ignore_eos=True) for i in range(5)])
             codes = [r.error["code"] if r.error else "done" for r in await asyncio.gather(*flood)]
             assert codes == ["done"] * 5 + ["overloaded"] * 7

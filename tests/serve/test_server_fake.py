@@ -40,7 +40,12 @@ async def test_hello_info_health_and_metrics():
         assert metrics["qtui_batch_size_bucket"]['{le="1.0"}'] == 4  # prometheus-client writes bounds as floats
         assert metrics["qtui_time_to_first_token_seconds_count"][""] == 1
         assert metrics["qtui_max_slots"][""] == metrics["qtui_max_rows"][""] == metrics["qtui_max_batch"][""] == 4
-        for name in ("qtui_step_duration_seconds_count", "qtui_queue_depth", "qtui_active_slots", "qtui_parity_verdicts_total"):
+        for name in (
+            "qtui_step_duration_seconds_count",
+            "qtui_queue_depth",
+            "qtui_active_slots",
+            "qtui_parity_verdicts_total",
+        ):
             assert name in metrics
         assert (await aget(f"http://127.0.0.1:{srv.port}/nope"))[0] == 404
 
@@ -66,7 +71,10 @@ async def test_streaming_in_order_and_pieces_equal_text():
         assert reply.done["prompt_tokens"] == len(tok.encode("hello there"))
         stop = reply.done["text"][5:8]
         cut = await client.generate(prompt="hello there", max_tokens=20, ignore_eos=True, stop=[stop])
-        assert cut.done["finish_reason"] == "stop" and cut.text == cut.done["text"] == reply.done["text"][: reply.done["text"].index(stop)]
+        assert (
+            cut.done["finish_reason"] == "stop"
+            and cut.text == cut.done["text"] == reply.done["text"][: reply.done["text"].index(stop)]
+        )
         chat = await client.generate(messages=[{"role": "user", "content": "hi"}], max_tokens=3, ignore_eos=True)
         expected = tok.encode(tok.apply_chat_template([{"role": "user", "content": "hi"}]))
         assert chat.done["prompt_tokens"] == len(expected) and chat.tokens == solo_reply(expected, 3, eos=None)
@@ -74,7 +82,7 @@ async def test_streaming_in_order_and_pieces_equal_text():
 
 BAD_FRAMES = [
     ("{not json", None, "bad_request"),
-    ('[1, 2]', None, "bad_request"),
+    ("[1, 2]", None, "bad_request"),
     ('{"op": "fly", "id": "u"}', "u", "unknown_op"),
     ('{"op": "generate", "id": "t1", "tokens": "abc"}', "t1", "bad_request"),
     ('{"op": "generate", "id": "t2", "prompt": 5}', "t2", "bad_request"),
@@ -104,7 +112,9 @@ async def test_bad_input_gets_typed_errors_while_others_carry_on():
                 await bad.send_raw(raw)
             await bad.send_raw(json.dumps({"op": "generate", "id": "big", "prompt": "x" * 5000}))
             # a duplicate id of an active request on the same socket
-            await bad.send_raw(json.dumps({"op": "generate", "id": "dup", "tokens": [4], "max_tokens": 30, "ignore_eos": True}))
+            await bad.send_raw(
+                json.dumps({"op": "generate", "id": "dup", "tokens": [4], "max_tokens": 30, "ignore_eos": True})
+            )
             await bad.send_raw(json.dumps({"op": "generate", "id": "dup", "tokens": [4]}))
             replies = await asyncio.gather(*running)
             for p, r in zip(prompts, replies):
@@ -122,7 +132,10 @@ async def test_bad_input_gets_typed_errors_while_others_carry_on():
 
 
 async def test_queue_full_is_overloaded_and_accepted_requests_finish():
-    async with fake_server(max_slots=2, queue_size=2, step_delay_s=0.01) as srv, await Client.connect(srv.url) as client:
+    async with (
+        fake_server(max_slots=2, queue_size=2, step_delay_s=0.01) as srv,
+        await Client.connect(srv.url) as client,
+    ):
         futures = await client.submit_many([dict(tokens=[3, i + 2], max_tokens=8, ignore_eos=True) for i in range(8)])
         replies = await asyncio.gather(*futures)
         codes = [r.error["code"] if r.error else None for r in replies]
@@ -160,7 +173,9 @@ async def test_no_slot_leak_over_200_cancel_and_disconnect_cycles():
     async with fake_server(max_slots=2, window_ms=0) as srv:
         async with await Client.connect(srv.url) as client:
             for i in range(100):
-                (f,) = await client.submit_many([dict(id=f"x{i}", tokens=rand_tokens(rng, 3), max_tokens=40, ignore_eos=True)])
+                (f,) = await client.submit_many(
+                    [dict(id=f"x{i}", tokens=rand_tokens(rng, 3), max_tokens=40, ignore_eos=True)]
+                )
                 await asyncio.sleep(rng.random() * 0.002)
                 await client.cancel(f"x{i}")
                 assert (await f).done is not None
@@ -176,8 +191,12 @@ async def test_no_slot_leak_over_200_cancel_and_disconnect_cycles():
         assert srv.engine.num_free_slots() == 2
         srv._thread.window_s = 0.03  # with no batch window, two frames forming one batch is a race with TCP
         async with await Client.connect(srv.url) as client:
-            replies = await asyncio.gather(*await client.submit_many([dict(tokens=[5, 5], max_tokens=5, ignore_eos=True)] * 1 +
-                                                                    [dict(tokens=[6], max_tokens=5, ignore_eos=True)]))
+            replies = await asyncio.gather(
+                *await client.submit_many(
+                    [dict(tokens=[5, 5], max_tokens=5, ignore_eos=True)] * 1
+                    + [dict(tokens=[6], max_tokens=5, ignore_eos=True)]
+                )
+            )
             assert [r.done["max_m"] for r in replies] == [2, 2]
 
 
@@ -242,7 +261,9 @@ async def test_in_process_drain_finishes_in_flight_and_refuses_new():
 async def test_drain_timeout_errors_the_rest():
     async with fake_server(max_slots=2, max_context=4096, step_delay_s=0.01) as srv:
         client = await Client.connect(srv.url)
-        futures = await client.submit_many([dict(tokens=[3, i + 2], max_tokens=4000, ignore_eos=True) for i in range(2)])
+        futures = await client.submit_many(
+            [dict(tokens=[3, i + 2], max_tokens=4000, ignore_eos=True) for i in range(2)]
+        )
         while srv.stats.active < 2:
             await asyncio.sleep(0.005)
         await srv.drain(timeout=0.1)
@@ -262,7 +283,9 @@ async def test_engine_failure_errors_running_requests_and_server_carries_on():
             return real_decode(slots, tokens)
 
         srv.engine.decode = failing_once
-        replies = await asyncio.gather(*await client.submit_many([dict(tokens=[3, i + 2], max_tokens=6, ignore_eos=True) for i in range(2)]))
+        replies = await asyncio.gather(
+            *await client.submit_many([dict(tokens=[3, i + 2], max_tokens=6, ignore_eos=True) for i in range(2)])
+        )
         assert [r.error["code"] for r in replies] == ["internal", "internal"]
         assert srv.engine.num_free_slots() == 2
         ok = await client.generate(tokens=[4], max_tokens=5, ignore_eos=True)

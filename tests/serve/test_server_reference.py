@@ -78,7 +78,11 @@ async def test_socket_bursts_form_batches_and_equal_solo(stack, tiny_gguf):
         for c in (4, 8, 16):
             prompts = make_prompts(tokenizer, c, seed=100 + c)
             clients = [await Client.connect(srv.url) for _ in range(c)]
-            futures = [f for cl, p in zip(clients, prompts) for f in await cl.submit_many([dict(tokens=p, max_tokens=6, ignore_eos=True)])]
+            futures = [
+                f
+                for cl, p in zip(clients, prompts)
+                for f in await cl.submit_many([dict(tokens=p, max_tokens=6, ignore_eos=True)])
+            ]
             replies = await asyncio.gather(*futures)
             for cl in clients:
                 await cl.close()

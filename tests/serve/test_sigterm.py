@@ -14,7 +14,11 @@ from .helpers import ServeProcess, aget
 
 async def _start_16(url: str, max_tokens: int) -> tuple[list[Client], list[asyncio.Future]]:
     clients = [await Client.connect(url) for _ in range(16)]
-    futures = [f for i, c in enumerate(clients) for f in await c.submit_many([dict(tokens=[5, 6, 7 + i], max_tokens=max_tokens, ignore_eos=True)])]
+    futures = [
+        f
+        for i, c in enumerate(clients)
+        for f in await c.submit_many([dict(tokens=[5, 6, 7 + i], max_tokens=max_tokens, ignore_eos=True)])
+    ]
     return clients, futures
 
 

@@ -30,8 +30,18 @@ def test_request_params_vary():
 
 
 def demo_args(cache_dir, **kw) -> argparse.Namespace:
-    base = dict(no_tui=True, duration=None, engine="cpu", quant="f32", levels="1,4", rounds=1, max_tokens=8,
-                port=0, cache_dir=cache_dir, record=None)
+    base = dict(
+        no_tui=True,
+        duration=None,
+        engine="cpu",
+        quant="f32",
+        levels="1,4",
+        rounds=1,
+        max_tokens=8,
+        port=0,
+        cache_dir=cache_dir,
+        record=None,
+    )
     return argparse.Namespace(**{**base, **kw})
 
 

@@ -116,8 +116,10 @@ def test_replay_refuses_what_is_not_a_recording(tmp_path):
 
 def test_against_nothing_listening_is_one_clear_line(tmp_path, capsys, prompts):
     path = tmp_path / "r.jsonl"
-    path.write_text('{"ev": "header", "format": "qtui-recording", "version": 1}\n'
-                    '{"t": 0.0, "ev": "arrival", "id": "c1:r1", "tokens": [1, 2], "params": {"max_tokens": 2}}\n')
+    path.write_text(
+        '{"ev": "header", "format": "qtui-recording", "version": 1}\n'
+        '{"t": 0.0, "ev": "arrival", "id": "c1:r1", "tokens": [1, 2], "params": {"max_tokens": 2}}\n'
+    )
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -35,8 +35,9 @@ def cells(app: DashApp, column: str) -> list[str]:
 
 
 async def test_live_dashboard_under_load(tiny_gguf):
-    async with start_server(tiny_gguf, engine="cpu", port=0, max_slots=8, max_context=512,
-                            verify_parity=True, window_ms=20.0) as srv:
+    async with start_server(
+        tiny_gguf, engine="cpu", port=0, max_slots=8, max_context=512, verify_parity=True, window_ms=20.0
+    ) as srv:
         app = DashApp(SocketFeed(srv.url))
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(lambda: app.connection.state == "connected", what="connected")

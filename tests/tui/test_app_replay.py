@@ -27,8 +27,9 @@ def frames():
 
 def table_requests(app: ReplayApp) -> dict[int, tuple[str, str]]:
     table = app.query_one(SlotsTable)
-    return {int(key.value): (str(table.get_cell(key, "request")), str(table.get_cell(key, "state")))
-            for key in table.rows}
+    return {
+        int(key.value): (str(table.get_cell(key, "request")), str(table.get_cell(key, "state"))) for key in table.rows
+    }
 
 
 def expected_rows(frames, t: float) -> dict[int, tuple[str, str]]:

@@ -26,10 +26,29 @@ class BurstFeed:
         rng = random.Random()
         post(ConnectionChanged(Connection("connected", self.label)))
         for i in range(self.n):
-            slots = [{"slot": s, "id": f"r{i}-{s}", "state": "decode", "tokens": i, "prompt_tokens": 3,
-                      "tok_s": 1.0, "m": 4, "parity": None} for s in range(rng.randint(1, 4))]
-            self.state.apply({"op": "stats", "t": i * 0.001, "max_batch": 4, "slots": slots,
-                              "steps": [[i * 0.001, len(slots), 1.0]], "agg_tok_s": float(i)})
+            slots = [
+                {
+                    "slot": s,
+                    "id": f"r{i}-{s}",
+                    "state": "decode",
+                    "tokens": i,
+                    "prompt_tokens": 3,
+                    "tok_s": 1.0,
+                    "m": 4,
+                    "parity": None,
+                }
+                for s in range(rng.randint(1, 4))
+            ]
+            self.state.apply(
+                {
+                    "op": "stats",
+                    "t": i * 0.001,
+                    "max_batch": 4,
+                    "slots": slots,
+                    "steps": [[i * 0.001, len(slots), 1.0]],
+                    "agg_tok_s": float(i),
+                }
+            )
             post(StatsReceived(self.state.num_frames))
             if i % 20 == 0:
                 await asyncio.sleep(0.01)  # ~2000 frames/s

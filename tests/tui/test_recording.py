@@ -80,8 +80,11 @@ def test_parity_totals_and_verdicts():
         reached = [r for r, vt in truth.verdict_t.items() if vt <= tf.t]
         done = [r for r in truth.verdict_t if truth.end[r] <= tf.t]
         diverged = int("c0:r3" in reached)
-        assert tf.frame["parity"] == {"equal": len(reached) - diverged, "diverged": diverged,
-                                      "pending": len(done) - len(reached)}
+        assert tf.frame["parity"] == {
+            "equal": len(reached) - diverged,
+            "diverged": diverged,
+            "pending": len(done) - len(reached),
+        }
 
 
 def test_recorded_stats_frames_are_preferred():

@@ -25,8 +25,11 @@ def paused_replay(name: str) -> ReplayApp:
     rec = load_recording(RECORDINGS / name)
     frames = derive_frames(rec)
     busiest = max(frames, key=lambda f: len(f.frame.get("slots", [])))
-    return ReplayApp(ReplayFeed(frames, label=name, start_at=busiest.t, is_paused=True, duration=rec.duration,
-                                identity=rec.identity()))
+    return ReplayApp(
+        ReplayFeed(
+            frames, label=name, start_at=busiest.t, is_paused=True, duration=rec.duration, identity=rec.identity()
+        )
+    )
 
 
 async def settle(pilot) -> None:

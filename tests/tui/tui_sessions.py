@@ -29,13 +29,29 @@ def decoded(events: list[dict[str, Any]]) -> list[Any]:
 
 
 def header(max_batch: int = 4, verify_parity: bool = True) -> dict[str, Any]:
-    return {"ev": "header", "format": "qtui-recording", "version": 1, "model": "/models/tiny-f32.gguf",
-            "sha256": "0" * 64, "config": {}, "engine": "cpu", "device": "numpy float32", "commit": "test",
-            "settings": {"max_batch": max_batch, "verify_parity": verify_parity}, "created": "2026-12-02T18:00:00Z"}
+    return {
+        "ev": "header",
+        "format": "qtui-recording",
+        "version": 1,
+        "model": "/models/tiny-f32.gguf",
+        "sha256": "0" * 64,
+        "config": {},
+        "engine": "cpu",
+        "device": "numpy float32",
+        "commit": "test",
+        "settings": {"max_batch": max_batch, "verify_parity": verify_parity},
+        "created": "2026-12-02T18:00:00Z",
+    }
 
 
-def make_session(seed: int, n_requests: int = 12, max_batch: int = 4, step_s: float = 0.02,
-                 error_every: int = 5, diverge_id: str | None = None) -> tuple[list[dict[str, Any]], Truth]:
+def make_session(
+    seed: int,
+    n_requests: int = 12,
+    max_batch: int = 4,
+    step_s: float = 0.02,
+    error_every: int = 5,
+    diverge_id: str | None = None,
+) -> tuple[list[dict[str, Any]], Truth]:
     """Events of a session with random arrivals and lengths; every `error_every`-th request is rejected."""
     rng = random.Random(seed)
     truth = Truth()
@@ -50,8 +66,15 @@ def make_session(seed: int, n_requests: int = 12, max_batch: int = 4, step_s: fl
         while pending and pending[0][0] <= t:
             _, rid, n_prompt, n_gen = pending.pop(0)
             truth.arrival[rid] = t
-            events.append({"t": t, "ev": "arrival", "id": rid, "tokens": list(range(n_prompt)),
-                           "params": {"max_tokens": n_gen, "stop": [], "ignore_eos": True}})
+            events.append(
+                {
+                    "t": t,
+                    "ev": "arrival",
+                    "id": rid,
+                    "tokens": list(range(n_prompt)),
+                    "params": {"max_tokens": n_gen, "stop": [], "ignore_eos": True},
+                }
+            )
             if len(truth.arrival) % error_every == 0:
                 truth.errored.add(rid)
                 truth.end[rid] = t
@@ -68,8 +91,16 @@ def make_session(seed: int, n_requests: int = 12, max_batch: int = 4, step_s: fl
         decoding = sorted(s for s, b in busy.items() if b[1] > 0)
         if decoding:
             truth.steps.append((t, len(decoding), decoding))
-            events.append({"t": t, "ev": "step", "m": len(decoding), "ms": 1.5, "slots": decoding,
-                           "tokens": [rng.randint(0, 99) for _ in decoding]})
+            events.append(
+                {
+                    "t": t,
+                    "ev": "step",
+                    "m": len(decoding),
+                    "ms": 1.5,
+                    "slots": decoding,
+                    "tokens": [rng.randint(0, 99) for _ in decoding],
+                }
+            )
             for s in decoding:
                 busy[s][1] -= 1
                 busy[s][2].append(rng.randint(0, 99))
@@ -78,9 +109,19 @@ def make_session(seed: int, n_requests: int = 12, max_batch: int = 4, step_s: fl
             if left == 0:
                 del busy[slot]
                 truth.end[rid] = t
-                events.append({"t": t, "ev": "done", "id": rid, "tokens": toks, "finish_reason": "length",
-                               "ttft_ms": round(1000 * (truth.first_token[rid] - truth.arrival[rid]) + 1.0, 3),
-                               "decode_tok_s": 50.0, "max_m": max_batch, "parity": "pending"})
+                events.append(
+                    {
+                        "t": t,
+                        "ev": "done",
+                        "id": rid,
+                        "tokens": toks,
+                        "finish_reason": "length",
+                        "ttft_ms": round(1000 * (truth.first_token[rid] - truth.arrival[rid]) + 1.0, 3),
+                        "decode_tok_s": 50.0,
+                        "max_m": max_batch,
+                        "parity": "pending",
+                    }
+                )
                 verdict = {"verdict": "diverged", "index": 2} if rid == diverge_id else {"verdict": "equal"}
                 events.append({"t": round(t + 0.005, 3), "ev": "parity", "id": rid, **verdict})
                 truth.verdict_t[rid] = round(t + 0.005, 3)

@@ -115,8 +115,16 @@ class Kernel:
 
     __slots__ = ("fn", "grid", "block", "shmem", "cells", "params", "name", "pdl", "_config")
 
-    def __init__(self, fn: Any, name: str, grid: tuple[int, int, int], block: int, args: list[tuple[Any, Any]],
-                 shmem: int = 0, pdl: bool = True) -> None:
+    def __init__(
+        self,
+        fn: Any,
+        name: str,
+        grid: tuple[int, int, int],
+        block: int,
+        args: list[tuple[Any, Any]],
+        shmem: int = 0,
+        pdl: bool = True,
+    ) -> None:
         assert all(g > 0 for g in grid) and 0 < block <= 1024, (name, grid, block)
         self.fn, self.name, self.grid, self.block, self.shmem, self.pdl = fn, name, grid, block, shmem, pdl
         self.cells = [np.array([int(v) if t == np.uint64 else v], dtype=t) for v, t in args]
@@ -146,12 +154,18 @@ class Kernel:
             if self._config is None:
                 self._config = self._launch_config()
             self._config.hStream = stream
-            check(_cu().cuLaunchKernelEx(self._config, self.fn, self.params.ctypes.data, 0),
-                  f"cuLaunchKernelEx({self.name})")
+            check(
+                _cu().cuLaunchKernelEx(self._config, self.fn, self.params.ctypes.data, 0),
+                f"cuLaunchKernelEx({self.name})",
+            )
             return
         g = self.grid
-        check(_cu().cuLaunchKernel(self.fn, g[0], g[1], g[2], self.block, 1, 1, self.shmem, stream,
-                                   self.params.ctypes.data, 0), f"cuLaunchKernel({self.name})")
+        check(
+            _cu().cuLaunchKernel(
+                self.fn, g[0], g[1], g[2], self.block, 1, 1, self.shmem, stream, self.params.ctypes.data, 0
+            ),
+            f"cuLaunchKernel({self.name})",
+        )
 
 
 class DeviceBuffer:
@@ -177,8 +191,7 @@ class DeviceBuffer:
 
     def download(self, out: np.ndarray, stream: Any, offset: int = 0) -> np.ndarray:
         assert out.flags.c_contiguous and offset + out.nbytes <= self.nbytes
-        check(_cu().cuMemcpyDtoHAsync(out.ctypes.data, int(self.ptr) + offset, out.nbytes, stream),
-              "cuMemcpyDtoHAsync")
+        check(_cu().cuMemcpyDtoHAsync(out.ctypes.data, int(self.ptr) + offset, out.nbytes, stream), "cuMemcpyDtoHAsync")
         return out
 
     def zero(self, stream: Any, offset: int = 0, nbytes: int | None = None) -> None:
@@ -201,7 +214,9 @@ class PinnedArray:
         nbytes = max(int(np.prod(shape)) * dtype.itemsize, 4)
         self.ptr = int(check(_cu().cuMemHostAlloc(nbytes, 0), "cuMemHostAlloc"))
         raw = (ctypes.c_uint8 * nbytes).from_address(self.ptr)
-        self.array = np.frombuffer(raw, dtype=np.uint8)[: int(np.prod(shape)) * dtype.itemsize].view(dtype).reshape(shape)
+        self.array = (
+            np.frombuffer(raw, dtype=np.uint8)[: int(np.prod(shape)) * dtype.itemsize].view(dtype).reshape(shape)
+        )
 
     def free(self) -> None:
         if self.ptr:

@@ -39,8 +39,9 @@ def check_supported(cfg: Qwen35Config) -> None:
     if cfg.d_k != cfg.d_v or cfg.d_k not in (64, 128):
         raise EngineUnavailable(f"CUDA delta-rule kernel needs d_k == d_v in (64, 128), got {cfg.d_k}, {cfg.d_v}")
     if cfg.head_dim % 32 or cfg.head_dim > MAX_HEAD_DIM:
-        raise EngineUnavailable(f"CUDA attention needs head_dim a multiple of 32 up to {MAX_HEAD_DIM}, got "
-                                f"{cfg.head_dim}")
+        raise EngineUnavailable(
+            f"CUDA attention needs head_dim a multiple of 32 up to {MAX_HEAD_DIM}, got {cfg.head_dim}"
+        )
     if cfg.ssm_d_conv > 8:
         raise EngineUnavailable(f"CUDA conv kernel supports d_conv <= 8, got {cfg.ssm_d_conv}")
 
@@ -48,8 +49,15 @@ def check_supported(cfg: Qwen35Config) -> None:
 class CudaEngine(SlotBook):
     name = "cuda"
 
-    def __init__(self, model: Any, max_slots: int = MAX_ROWS, max_context: int = 4096, use_graphs: bool = True,
-                 progress: bool = True, prefill_chunk: int = PREFILL_CHUNK) -> None:
+    def __init__(
+        self,
+        model: Any,
+        max_slots: int = MAX_ROWS,
+        max_context: int = 4096,
+        use_graphs: bool = True,
+        progress: bool = True,
+        prefill_chunk: int = PREFILL_CHUNK,
+    ) -> None:
         if not drv.cuda_available():
             raise EngineUnavailable("no CUDA driver or device here (cuInit failed)")
         assert max_slots >= 1 and max_context >= 1 and 1 <= prefill_chunk <= PREFILL_CHUNK
@@ -72,8 +80,9 @@ class CudaEngine(SlotBook):
         self._out_host = drv.PinnedArray((self.max_rows,), np.int32)
         self._logits_host = drv.PinnedArray((self.max_rows, cfg.n_vocab), np.float32)
         self.graphs = GraphCache(self.stream)
-        self.sampler = sampling_glue.Sampler(self.kernels, self.stream, cfg.n_vocab, max_slots, self.max_rows,
-                                             max_context)
+        self.sampler = sampling_glue.Sampler(
+            self.kernels, self.stream, cfg.n_vocab, max_slots, self.max_rows, max_context
+        )
         self._plans: dict[tuple[int, Head, int], list[drv.Kernel]] = {}
         self.last_host_us = 0.0  # host time of the last decode call up to the sync (us)
         self.last_wall_us = 0.0  # wall time of the last decode call (us)
@@ -90,7 +99,11 @@ class CudaEngine(SlotBook):
             S=drv.DeviceBuffer(S * max(n_gdn, 1) * s_layer * F32_BYTES),
             k=drv.DeviceBuffer(S * max(n_attn, 1) * kv_layer * F32_BYTES),
             v=drv.DeviceBuffer(S * max(n_attn, 1) * kv_layer * F32_BYTES),
-            conv_layer=conv_layer, s_layer=s_layer, kv_layer=kv_layer, n_gdn=n_gdn, n_attn=n_attn,
+            conv_layer=conv_layer,
+            s_layer=s_layer,
+            kv_layer=kv_layer,
+            n_gdn=n_gdn,
+            n_attn=n_attn,
         )
 
     # --- slots ---
@@ -112,8 +125,9 @@ class CudaEngine(SlotBook):
         """The step's launch list; run = rows per slot run (1: decode, m: a prefill chunk of one slot)."""
         key = (m, head, run)
         if key not in self._plans:
-            self._plans[key] = build_step(self.kernels, self.config, self.weights, self.acts, self.pools, m, head,
-                                          self.max_context, run)
+            self._plans[key] = build_step(
+                self.kernels, self.config, self.weights, self.acts, self.pools, m, head, self.max_context, run
+            )
         return self._plans[key]
 
     def _launch_step(self, m: int, head: Head, run: int, image: int) -> None:
@@ -129,8 +143,7 @@ class CudaEngine(SlotBook):
             for k in self._plan(m, head, run):
                 k.launch(self.stream)
 
-    def _stage(self, image: int, slots: Sequence[int], tokens: Sequence[int],
-               pos: Sequence[int] | None = None) -> None:
+    def _stage(self, image: int, slots: Sequence[int], tokens: Sequence[int], pos: Sequence[int] | None = None) -> None:
         """Fill step-buffer image `image`: row r is tokens[r] of slots[r] at pos[r] (default: the slot's length).
         Rows past m stay 0: padded GEMV rows read token 0, and no per-row kernel runs them."""
         st = self._staging.array[image]  # [3, rows] int32: tokens | slots | positions
@@ -140,8 +153,9 @@ class CudaEngine(SlotBook):
         st[1, :m] = slots
         st[2, :m] = self._length[list(slots)] if pos is None else pos
 
-    def _run_decode(self, slots: list[int], ids: list[int], want_logits: bool,
-                    sampling: Sequence[SamplingParams] | None = None) -> tuple[list[int], np.ndarray | None]:
+    def _run_decode(
+        self, slots: list[int], ids: list[int], want_logits: bool, sampling: Sequence[SamplingParams] | None = None
+    ) -> tuple[list[int], np.ndarray | None]:
         t0 = time.perf_counter()
         m = len(slots)
         self._stage(0, slots, ids)
@@ -158,8 +172,13 @@ class CudaEngine(SlotBook):
         logits = self._logits_host.array[:m].copy() if want_logits else None
         return [int(t) for t in self._out_host.array[:m]], logits
 
-    def _decode(self, slots: Sequence[int], tokens: Sequence[int], want_logits: bool,
-                sampling: Sequence[SamplingParams] | None = None) -> tuple[list[int], list]:
+    def _decode(
+        self,
+        slots: Sequence[int],
+        tokens: Sequence[int],
+        want_logits: bool,
+        sampling: Sequence[SamplingParams] | None = None,
+    ) -> tuple[list[int], list]:
         drv.primary_context()
         slots = [int(s) for s in slots]
         ids = self._check_tokens(tokens)
@@ -194,8 +213,14 @@ class CudaEngine(SlotBook):
     def decode_logits(self, slots: Sequence[int], tokens: Sequence[int]) -> np.ndarray:
         return np.concatenate(self._decode(slots, tokens, True)[1], axis=0)  # [m, n_vocab] f32
 
-    def _prefill(self, slot: int, tokens: Sequence[int], want_logits: bool,
-                 sampling: SamplingParams | None = None, head: Head = "last") -> tuple[int, np.ndarray | None]:
+    def _prefill(
+        self,
+        slot: int,
+        tokens: Sequence[int],
+        want_logits: bool,
+        sampling: SamplingParams | None = None,
+        head: Head = "last",
+    ) -> tuple[int, np.ndarray | None]:
         """Feed tokens in prefill chunks; the last chunk runs the LM head on its last row (head "last": logits
         and out_tokens row 0) or on all its rows (head "all", chunks of at most max_rows: row r = token r)."""
         drv.primary_context()

@@ -115,18 +115,34 @@ class KernelTable:
 
             if module not in self.modules:
                 self.modules[module] = load_module(module)
-            self._fns[key] = check(cu.cuModuleGetFunction(self.modules[module], name.encode()),
-                                   f"cuModuleGetFunction({name})")
+            self._fns[key] = check(
+                cu.cuModuleGetFunction(self.modules[module], name.encode()), f"cuModuleGetFunction({name})"
+            )
         return self._fns[key]
 
-    def _site(self, module: str, name: str, grid: tuple[int, int, int], block: int, args: list, pdl: bool = True,
-              ) -> Kernel:
+    def _site(
+        self,
+        module: str,
+        name: str,
+        grid: tuple[int, int, int],
+        block: int,
+        args: list,
+        pdl: bool = True,
+    ) -> Kernel:
         return Kernel(self.fn(module, name), name, grid, block, args, pdl=pdl)
 
     # --- GEMV (ptx/mma.cuh tensor-core kernels for the integer quants over repacked tiles; ptx/gemv.cuh FMA
     # kernels for the float types). x is split; outputs float32 [m][n] (segment 0 optionally + res).
-    def gemv(self, *, qtype: str, w: int, x: Split, outputs: list[tuple[int, int]], m: int, res: int = 0,
-             ) -> Kernel:
+    def gemv(
+        self,
+        *,
+        qtype: str,
+        w: int,
+        x: Split,
+        outputs: list[tuple[int, int]],
+        m: int,
+        res: int = 0,
+    ) -> Kernel:
         """y_i[m][n_i] = x[m] @ W_i^T for up to 4 matrices (w, n_i) sharing x, stored back to back in one tiled
         buffer (each matrix starts on a tile); y_0 += res when res is given."""
         n_in = x.n
@@ -143,14 +159,15 @@ class KernelTable:
             for y, n in outs:
                 args += [(y, P), (n, I32)]
             args += [(n_in, I32), (m, I32), (tiles, I32), (blocks, I32), (self.scratch, P), (self.counters, P)]
-            return self._site(f"gemv_{qtype}", f"mma_gemv_{qtype}_n{nt}", (groups * blocks, passes, 1), MMA_THREADS,
-                              args)
+            return self._site(
+                f"gemv_{qtype}", f"mma_gemv_{qtype}_n{nt}", (groups * blocks, passes, 1), MMA_THREADS, args
+            )
         return self._fma_gemv(qtype, w, x, outputs, m, res)
 
     def _fma_gemv(self, qtype: str, w: int, x: Split, outputs: list[tuple[int, int]], m: int, res: int) -> Kernel:
         M, groups, rb, n_in = fma_bucket(m), -(-m // 16), row_bytes(qtype, x.n), x.n
         if len(outputs) == 1:
-            (y, n), = outputs
+            ((y, n),) = outputs
             args = [(w, P), (x.xs, P), (y, P), (res, P), (n_in, I32), (n, I32), (rb, I64)]
             return self._site(f"gemv_{qtype}", f"gemv_{qtype}_m{M}", (-(-n // 4), groups, 1), 128, args)
         assert res == 0, "the multi-matrix FMA kernel has no residual"
@@ -168,10 +185,21 @@ class KernelTable:
         nt, groups = mma_token_tiles(m), mma_groups(n_tiles(act.n), 2)
         blocks, passes = mma_blocks_per_group(groups, x.n // 256), -(-m // (8 * nt))
         self._check_scratch(passes, groups, blocks, nt)
-        args = [(w_gate, P), (w_up, P), (x.xs, P), (x.xsum, P), (act.xs, P), (act.xsum, P), (act.n, I32),
-                (x.n, I32), (m, I32), (blocks, I32), (self.scratch, P), (self.counters, P)]
-        return self._site(f"gemv_{qtype}", f"mma_swiglu_{qtype}_n{nt}", (groups * blocks, passes, 1), MMA_THREADS,
-                          args)
+        args = [
+            (w_gate, P),
+            (w_up, P),
+            (x.xs, P),
+            (x.xsum, P),
+            (act.xs, P),
+            (act.xsum, P),
+            (act.n, I32),
+            (x.n, I32),
+            (m, I32),
+            (blocks, I32),
+            (self.scratch, P),
+            (self.counters, P),
+        ]
+        return self._site(f"gemv_{qtype}", f"mma_swiglu_{qtype}_n{nt}", (groups * blocks, passes, 1), MMA_THREADS, args)
 
     def _check_scratch(self, passes: int, groups: int, blocks: int, nt: int) -> None:
         if blocks > 1:  # partials: [pass][group][block][warp][NT*128] floats
@@ -191,84 +219,248 @@ class KernelTable:
     def repack(self, *, qtype: str, raw: int, out: int, n_out: int, n_in: int) -> Kernel:
         """GGUF rows -> the tiled layout (ptx/repack.cu): a warp per 16-row x 256-value unit."""
         units = n_tiles(n_out) * (n_in // 256)
-        return self._site("repack", f"repack_{qtype}", (-(-units // 8), 1, 1), 256,
-                          [(raw, P), (out, P), (n_out, I32), (n_in, I32)], pdl=False)
+        return self._site(
+            "repack",
+            f"repack_{qtype}",
+            (-(-units // 8), 1, 1),
+            256,
+            [(raw, P), (out, P), (n_out, I32), (n_in, I32)],
+            pdl=False,
+        )
 
     # --- norms and the split format (ptx/norms.cu, ptx/elementwise.cu) ---
     def rmsnorm(self, *, m: int, x: int, w: int, out: Split, eps: float) -> Kernel:
         """out[m] = split(x / sqrt(mean(x^2) + eps) * w), x float32 [m][n]. Grid (m), 256 threads."""
-        return self._site("norms", "rmsnorm", (m, 1, 1), 256,
-                          [(x, P), (w, P), (out.xs, P), (out.xsum, P), (out.n, I32), (eps, F32)])
+        return self._site(
+            "norms", "rmsnorm", (m, 1, 1), 256, [(x, P), (w, P), (out.xs, P), (out.xsum, P), (out.n, I32), (eps, F32)]
+        )
 
     def split_rows(self, *, m: int, x: int, out: Split) -> Kernel:
         """out[m] = split(x), x float32 [m][n]. Grid (ceil(n/1024), m), 256 threads."""
-        return self._site("elementwise", "split_rows", (-(-out.n // 1024), m, 1), 256,
-                          [(x, P), (out.xs, P), (out.xsum, P), (out.n, I32)])
+        return self._site(
+            "elementwise",
+            "split_rows",
+            (-(-out.n // 1024), m, 1),
+            256,
+            [(x, P), (out.xs, P), (out.xsum, P), (out.n, I32)],
+        )
 
     def swiglu_split(self, *, m: int, gate: int, up: int, out: Split) -> Kernel:
         """out[m] = split(silu(gate) * up), gate/up float32 [m][n] (the float weight types' SwiGLU)."""
-        return self._site("elementwise", "swiglu_split", (-(-out.n // 1024), m, 1), 256,
-                          [(gate, P), (up, P), (out.xs, P), (out.xsum, P), (out.n, I32)])
+        return self._site(
+            "elementwise",
+            "swiglu_split",
+            (-(-out.n // 1024), m, 1),
+            256,
+            [(gate, P), (up, P), (out.xs, P), (out.xsum, P), (out.n, I32)],
+        )
 
     def read_stream(self, *, buf: int, nbytes: int, out: int, blocks: int) -> Kernel:
         """Read nbytes (a multiple of 16) of buf once: the streaming-read ceiling. Grid `blocks`, 256 threads."""
-        return self._site("elementwise", "read_stream", (blocks, 1, 1), 256,
-                          [(buf, P), (nbytes // 16, I64), (out, P)], pdl=False)
+        return self._site(
+            "elementwise", "read_stream", (blocks, 1, 1), 256, [(buf, P), (nbytes // 16, I64), (out, P)], pdl=False
+        )
 
     def argmax(self, *, m: int, logits: int, tokens: int, n: int) -> Kernel:
         """tokens[m] = argmax of each logits row (ties -> lowest index). Grid (ARGMAX_PARTS, m), 1024 threads;
         the parts' (value, index) pairs in the GEMV scratch (free by then), one counter per row."""
         assert m <= ARGMAX_ROWS
         counters = self.counters + 4 * (MAX_COUNTERS - ARGMAX_ROWS) if self.counters else 0
-        return self._site("elementwise", "argmax_rows", (ARGMAX_PARTS, m, 1), 1024,
-                          [(logits, P), (tokens, P), (n, I32), (self.scratch, P), (counters, P)])
+        return self._site(
+            "elementwise",
+            "argmax_rows",
+            (ARGMAX_PARTS, m, 1),
+            1024,
+            [(logits, P), (tokens, P), (n, I32), (self.scratch, P), (counters, P)],
+        )
 
     # --- attention (ptx/attention.cu) ---
-    def qk_norm_rope_store(self, *, m: int, qg: int, kb: int, vb: int, q_norm: int, k_norm: int, q_out: int,
-                           k_cache: int, v_cache: int, slot_stride: int, slots: int, pos: int, n_head: int,
-                           n_kv: int, hd: int, max_ctx: int, n_rot: int, theta: float, eps: float) -> Kernel:
+    def qk_norm_rope_store(
+        self,
+        *,
+        m: int,
+        qg: int,
+        kb: int,
+        vb: int,
+        q_norm: int,
+        k_norm: int,
+        q_out: int,
+        k_cache: int,
+        v_cache: int,
+        slot_stride: int,
+        slots: int,
+        pos: int,
+        n_head: int,
+        n_kv: int,
+        hd: int,
+        max_ctx: int,
+        n_rot: int,
+        theta: float,
+        eps: float,
+    ) -> Kernel:
         """Grid (n_head + n_kv, m), hd threads."""
         assert hd <= 512 and hd % 32 == 0
-        return self._site("attention", "qk_norm_rope_store", (n_head + n_kv, m, 1), hd,
-                          [(qg, P), (kb, P), (vb, P), (q_norm, P), (k_norm, P), (q_out, P), (k_cache, P),
-                           (v_cache, P), (slot_stride, I64), (slots, P), (pos, P), (n_head, I32), (n_kv, I32),
-                           (max_ctx, I32), (n_rot, I32), (theta, F32), (eps, F32)])
+        return self._site(
+            "attention",
+            "qk_norm_rope_store",
+            (n_head + n_kv, m, 1),
+            hd,
+            [
+                (qg, P),
+                (kb, P),
+                (vb, P),
+                (q_norm, P),
+                (k_norm, P),
+                (q_out, P),
+                (k_cache, P),
+                (v_cache, P),
+                (slot_stride, I64),
+                (slots, P),
+                (pos, P),
+                (n_head, I32),
+                (n_kv, I32),
+                (max_ctx, I32),
+                (n_rot, I32),
+                (theta, F32),
+                (eps, F32),
+            ],
+        )
 
-    def attn_partial(self, *, m: int, q: int, k_cache: int, v_cache: int, slot_stride: int, slots: int, pos: int,
-                     part: int, n_head: int, n_kv: int, hd: int, n_pieces: int) -> Kernel:
+    def attn_partial(
+        self,
+        *,
+        m: int,
+        q: int,
+        k_cache: int,
+        v_cache: int,
+        slot_stride: int,
+        slots: int,
+        pos: int,
+        part: int,
+        n_head: int,
+        n_kv: int,
+        hd: int,
+        n_pieces: int,
+    ) -> Kernel:
         """Grid (n_pieces, n_head, m), 256 threads; part [m][n_head][n_pieces][hd+2]."""
-        return self._site("attention", "attn_partial", (n_pieces, n_head, m), 256,
-                          [(q, P), (k_cache, P), (v_cache, P), (slot_stride, I64), (slots, P), (pos, P), (part, P),
-                           (n_head, I32), (n_kv, I32), (hd, I32), (n_pieces, I32)])
+        return self._site(
+            "attention",
+            "attn_partial",
+            (n_pieces, n_head, m),
+            256,
+            [
+                (q, P),
+                (k_cache, P),
+                (v_cache, P),
+                (slot_stride, I64),
+                (slots, P),
+                (pos, P),
+                (part, P),
+                (n_head, I32),
+                (n_kv, I32),
+                (hd, I32),
+                (n_pieces, I32),
+            ],
+        )
 
-    def attn_combine(self, *, m: int, part: int, qg: int, pos: int, out: Split, n_head: int, hd: int,
-                     n_pieces: int) -> Kernel:
+    def attn_combine(
+        self, *, m: int, part: int, qg: int, pos: int, out: Split, n_head: int, hd: int, n_pieces: int
+    ) -> Kernel:
         """Grid (n_head, m), hd threads; out = split([m][n_head * hd]) gated by sigmoid(gate)."""
         assert out.n == n_head * hd
-        return self._site("attention", "attn_combine", (n_head, m, 1), hd,
-                          [(part, P), (qg, P), (pos, P), (out.xs, P), (out.xsum, P), (n_head, I32), (n_pieces, I32)])
+        return self._site(
+            "attention",
+            "attn_combine",
+            (n_head, m, 1),
+            hd,
+            [(part, P), (qg, P), (pos, P), (out.xs, P), (out.xsum, P), (n_head, I32), (n_pieces, I32)],
+        )
 
     # --- Gated DeltaNet (ptx/deltanet.cu) ---
     # Rows come in runs of `run` consecutive rows of one slot (slots[first row of the run]), processed in order
     # by one block: decode has run = 1 (each row its own slot), a prefill chunk of m tokens has run = m.
-    def conv_step_silu(self, *, m: int, x: int, w: int, state: int, slot_stride: int, slots: int, out: int,
-                       channels: int, kernel: int, run: int = 1) -> Kernel:
+    def conv_step_silu(
+        self,
+        *,
+        m: int,
+        x: int,
+        w: int,
+        state: int,
+        slot_stride: int,
+        slots: int,
+        out: int,
+        channels: int,
+        kernel: int,
+        run: int = 1,
+    ) -> Kernel:
         """Grid (ceil(C/256), m / run), 256 threads."""
         assert kernel <= MAX_CONV and run >= 1 and m % run == 0, (kernel, m, run)
-        return self._site("deltanet", "conv_step_silu", (-(-channels // 256), m // run, 1), 256,
-                          [(x, P), (w, P), (state, P), (slot_stride, I64), (slots, P), (out, P), (channels, I32),
-                           (kernel, I32), (run, I32)])
+        return self._site(
+            "deltanet",
+            "conv_step_silu",
+            (-(-channels // 256), m // run, 1),
+            256,
+            [
+                (x, P),
+                (w, P),
+                (state, P),
+                (slot_stride, I64),
+                (slots, P),
+                (out, P),
+                (channels, I32),
+                (kernel, I32),
+                (run, I32),
+            ],
+        )
 
-    def delta_step(self, *, m: int, d_k: int, conv_out: int, a: int, b: int, ssm_a: int, dt_bias: int, S: int,
-                   slot_stride: int, slots: int, z: int, norm_w: int, out: Split, H_k: int, H_v: int,
-                   eps: float, run: int = 1) -> Kernel:
+    def delta_step(
+        self,
+        *,
+        m: int,
+        d_k: int,
+        conv_out: int,
+        a: int,
+        b: int,
+        ssm_a: int,
+        dt_bias: int,
+        S: int,
+        slot_stride: int,
+        slots: int,
+        z: int,
+        norm_w: int,
+        out: Split,
+        H_k: int,
+        H_v: int,
+        eps: float,
+        run: int = 1,
+    ) -> Kernel:
         """Delta rule + gated RMSNorm * silu(z): out = split([m][H_v * d_v]). Grid (H_v, m / run), 4*d_k threads
         (d_k == d_v in {64, 128})."""
         assert run >= 1 and m % run == 0 and out.n == H_v * d_k, (m, run, out.n)
-        return self._site("deltanet", f"delta_step_d{d_k}", (H_v, m // run, 1), 4 * d_k,
-                          [(conv_out, P), (a, P), (b, P), (ssm_a, P), (dt_bias, P), (S, P), (slot_stride, I64),
-                           (slots, P), (z, P), (norm_w, P), (out.xs, P), (out.xsum, P), (H_k, I32), (H_v, I32),
-                           (eps, F32), (run, I32)])
+        return self._site(
+            "deltanet",
+            f"delta_step_d{d_k}",
+            (H_v, m // run, 1),
+            4 * d_k,
+            [
+                (conv_out, P),
+                (a, P),
+                (b, P),
+                (ssm_a, P),
+                (dt_bias, P),
+                (S, P),
+                (slot_stride, I64),
+                (slots, P),
+                (z, P),
+                (norm_w, P),
+                (out.xs, P),
+                (out.xsum, P),
+                (H_k, I32),
+                (H_v, I32),
+                (eps, F32),
+                (run, I32),
+            ],
+        )
 
 
 def _zeroed(nbytes: int) -> DeviceBuffer:

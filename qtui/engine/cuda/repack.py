@@ -35,6 +35,7 @@ def tiled_nbytes(qtype: str, n_out: int, n_in: int) -> int:
 
 # ---- GGUF block decoding into small integers (vectorised over [..., 256]) ----
 
+
 def _q4_k_parts(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Q4_K super-blocks [..., 144] -> (headers [..., 16], values 0..15 [..., 256])."""
     qs = b[..., 16:144].reshape(*b.shape[:-1], 4, 32)
@@ -72,6 +73,7 @@ def _q8_0_parts(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 # ---- lane-major arrangement of one [tiles, sb, 16 rows, 256] array of small values ----
 
+
 def _lane_view(vals: np.ndarray) -> np.ndarray:
     """[T, S, 16 rows, 256] -> [T, S, s 16, g 8, t 4, v 4, hr 2]: value 16s + 4t + v of row g + 8hr."""
     T, S = vals.shape[:2]
@@ -104,7 +106,7 @@ def _high_words(hv: np.ndarray, bits: int) -> np.ndarray:
     f = x.astype(np.uint8)
     if bits == 1:  # bit 16vh + 4(s%4) + 2vl + hr: byte 2vh + (s%4)//2, bit 4((s%4)%2) + 2vl + hr
         f = f.reshape(T, S, 4, 2, 2, 8, 4, 2, 2, 2)  # [w, s4hi, s4lo, g, t, vh, vl, hr]
-        byte = (f[..., 0, 0] | f[..., 0, 1] << 1 | f[..., 1, 0] << 2 | f[..., 1, 1] << 3)  # [w, hi, lo, g, t, vh]
+        byte = f[..., 0, 0] | f[..., 0, 1] << 1 | f[..., 1, 0] << 2 | f[..., 1, 1] << 3  # [w, hi, lo, g, t, vh]
         byte = byte[:, :, :, :, 0] | (byte[:, :, :, :, 1] << 4)  # [w, s4hi, g, t, vh]
         order = byte.transpose(0, 1, 2, 4, 5, 6, 3)  # [w, g, t, vh, s4hi]
     else:  # bit 16vh + 8(s%2) + 4vl + 2hr: byte 2vh + s%2, bits 4vl + 2hr
@@ -137,8 +139,12 @@ def repack(qtype: str, raw: np.ndarray, n_out: int, n_in: int) -> np.ndarray:
     elif qtype == "q6_k":
         sc, d, vals = _q6_k_parts(u)
         lanes = _lane_view(vals)
-        parts = [_quad_segments(_nibble_words(lanes & 0xF)), _quad_segments(_high_words(lanes >> 4, 2)),
-                 sc.reshape(T, S, 256), d.reshape(T, S, 32)]
+        parts = [
+            _quad_segments(_nibble_words(lanes & 0xF)),
+            _quad_segments(_high_words(lanes >> 4, 2)),
+            sc.reshape(T, S, 256),
+            d.reshape(T, S, 32),
+        ]
     elif qtype == "q8_0":  # slice bytes at pos = 4*(v & 1) + 2*hr + (v >> 1): word i = v & 1 of the slice
         d, vals = _q8_0_parts(u)
         x = _lane_view(vals).reshape(T, S, 16, 8, 4, 2, 2, 2)  # [s, g, t, v >> 1, v & 1, hr]
@@ -153,6 +159,7 @@ def repack(qtype: str, raw: np.ndarray, n_out: int, n_in: int) -> np.ndarray:
 
 
 # ---- reading the tiled layout back (independent of the kernels: the CPU oracle of the layout) ----
+
 
 def _f16(b: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(b).view(np.float16).astype(np.float32)

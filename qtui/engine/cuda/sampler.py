@@ -27,9 +27,24 @@ P, I32 = np.uint64, np.int32
 SAMPLE_THREADS = 1024  # SAMPLE_THREADS in ptx/sampling.cu
 MAX_TOP = MAX_LOGPROBS  # MAX_TOP in ptx/sampling.cu
 # struct RowParams in ptx/sampling.cu (14 x 32 bits)
-ROW_DTYPE = np.dtype([("temperature", "<f4"), ("top_p", "<f4"), ("min_p", "<f4"), ("presence", "<f4"),
-                      ("frequency", "<f4"), ("repetition", "<f4"), ("top_k", "<i4"), ("slot", "<i4"), ("pos", "<i4"),
-                      ("flags", "<i4"), ("seed_lo", "<u4"), ("seed_hi", "<u4"), ("n_top", "<i4"), ("pad", "<i4")])
+ROW_DTYPE = np.dtype(
+    [
+        ("temperature", "<f4"),
+        ("top_p", "<f4"),
+        ("min_p", "<f4"),
+        ("presence", "<f4"),
+        ("frequency", "<f4"),
+        ("repetition", "<f4"),
+        ("top_k", "<i4"),
+        ("slot", "<i4"),
+        ("pos", "<i4"),
+        ("flags", "<i4"),
+        ("seed_lo", "<u4"),
+        ("seed_hi", "<u4"),
+        ("n_top", "<i4"),
+        ("pad", "<i4"),
+    ]
+)
 assert ROW_DTYPE.itemsize == 56
 
 
@@ -65,8 +80,13 @@ class Sampler:
     def _site(self, name: str, m: int, *ptrs: int) -> Kernel:
         key = (name, m, *ptrs)
         if key not in self._sites:
-            bufs = {"params": int(self.params), "prompt_counts": int(self.prompt_counts),
-                    "output_counts": int(self.output_counts), "lp": int(self.lp), "top_ids": int(self.top_ids)}
+            bufs = {
+                "params": int(self.params),
+                "prompt_counts": int(self.prompt_counts),
+                "output_counts": int(self.output_counts),
+                "lp": int(self.lp),
+                "top_ids": int(self.top_ids),
+            }
             self._sites[key] = site(self.kt.fn("sampling", name), name, m, self.n_vocab, ptrs, bufs)
         return self._sites[key]
 
@@ -110,7 +130,9 @@ class Sampler:
         for r in range(m):
             n_top = sampling[r].logprobs or 0
             lp, ids = self._lp_host.array[r], self._ids_host.array[r]
-            out.append(Choice(int(tokens[r]), float(lp[0]), tuple((int(ids[k]), float(lp[1 + k])) for k in range(n_top))))
+            out.append(
+                Choice(int(tokens[r]), float(lp[0]), tuple((int(ids[k]), float(lp[1 + k])) for k in range(n_top)))
+            )
         return out
 
     def free(self) -> None:

@@ -31,8 +31,15 @@ def split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     seen = bf16_value(hi) + bf16_value(lo)
     q = lambda a: a.reshape(*x.shape[:-1], -1, 4)  # noqa: E731
     h, l4 = q(hi), q(lo)
-    xs = np.stack([h[..., 0] | h[..., 2] << 16, h[..., 1] | h[..., 3] << 16,
-                   l4[..., 0] | l4[..., 2] << 16, l4[..., 1] | l4[..., 3] << 16], axis=-1).astype(np.uint32)
+    xs = np.stack(
+        [
+            h[..., 0] | h[..., 2] << 16,
+            h[..., 1] | h[..., 3] << 16,
+            l4[..., 0] | l4[..., 2] << 16,
+            l4[..., 1] | l4[..., 3] << 16,
+        ],
+        axis=-1,
+    ).astype(np.uint32)
     return xs, slice_sums(seen)
 
 
@@ -47,7 +54,13 @@ def join(xs: np.ndarray) -> np.ndarray:
     """xs uint32 [rows][n/4][4] -> the float32 values the GEMVs see (hi + lo) [rows][n]."""
     xs = np.asarray(xs, np.uint32)
     lo16, hi16 = xs & 0xFFFF, xs >> 16
-    v = np.stack([bf16_value(lo16[..., 0]) + bf16_value(lo16[..., 2]), bf16_value(lo16[..., 1]) + bf16_value(lo16[..., 3]),
-                  bf16_value(hi16[..., 0]) + bf16_value(hi16[..., 2]), bf16_value(hi16[..., 1]) + bf16_value(hi16[..., 3])],
-                 axis=-1)
+    v = np.stack(
+        [
+            bf16_value(lo16[..., 0]) + bf16_value(lo16[..., 2]),
+            bf16_value(lo16[..., 1]) + bf16_value(lo16[..., 3]),
+            bf16_value(hi16[..., 0]) + bf16_value(hi16[..., 2]),
+            bf16_value(hi16[..., 1]) + bf16_value(hi16[..., 3]),
+        ],
+        axis=-1,
+    )
     return v.reshape(*xs.shape[:-2], -1)

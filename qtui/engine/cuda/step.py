@@ -105,8 +105,17 @@ class Activations:
             b.free()
 
 
-def build_step(kt: KernelTable, cfg: Qwen35Config, W: DeviceWeights, A: Activations, pools: Pools, m: int,
-               head: Head, max_ctx: int, run: int) -> list[Kernel]:
+def build_step(
+    kt: KernelTable,
+    cfg: Qwen35Config,
+    W: DeviceWeights,
+    A: Activations,
+    pools: Pools,
+    m: int,
+    head: Head,
+    max_ctx: int,
+    run: int,
+) -> list[Kernel]:
     """Launch sites of one step for rows 0..m-1 (see `Head` for the LM head).
     run: rows per slot run for the recurrent state, 1 for decode (m slots), m for a prefill chunk (one slot)."""
     D, eps = cfg.n_embd, cfg.rms_eps
@@ -122,15 +131,13 @@ def build_step(kt: KernelTable, cfg: Qwen35Config, W: DeviceWeights, A: Activati
         else:
             ks += _attention(kt, cfg, W, A, pools, m, i, attn_i, max_ctx)
             attn_i += 1
-        ks.append(kt.rmsnorm(m=m, x=A["h"], w=W.vectors[p + "post_attention_norm.weight"], out=A.split("xn"),
-                             eps=eps))
+        ks.append(kt.rmsnorm(m=m, x=A["h"], w=W.vectors[p + "post_attention_norm.weight"], out=A.split("xn"), eps=eps))
         ks += _ffn(kt, cfg, W, A, m, p)
     if head != "none":
         out = W.matrices["token_embd.weight" if cfg.tied_embeddings else "output.weight"]
         rows, h_row = (m, A["h"]) if head == "all" else (1, A["h"] + (m - 1) * D * F32_BYTES)
         ks.append(kt.rmsnorm(m=rows, x=h_row, w=W.vectors["output_norm.weight"], out=A.split("xn"), eps=eps))
-        ks.append(kt.gemv(qtype=out.qtype, w=out.ptr, x=A.split("xn"), outputs=[(A["logits"], cfg.n_vocab)],
-                          m=rows))
+        ks.append(kt.gemv(qtype=out.qtype, w=out.ptr, x=A.split("xn"), outputs=[(A["logits"], cfg.n_vocab)], m=rows))
         ks.append(kt.argmax(m=rows, logits=A["logits"], tokens=int(A.out_tokens), n=cfg.n_vocab))
     return ks
 
@@ -144,27 +151,69 @@ def _projections(kt: KernelTable, W: DeviceWeights, A: Activations, m: int, laye
     return ks
 
 
-def _gdn(kt: KernelTable, cfg: Qwen35Config, W: DeviceWeights, A: Activations, pools: Pools, m: int, layer: int,
-         li: int, run: int) -> list[Kernel]:
+def _gdn(
+    kt: KernelTable,
+    cfg: Qwen35Config,
+    W: DeviceWeights,
+    A: Activations,
+    pools: Pools,
+    m: int,
+    layer: int,
+    li: int,
+    run: int,
+) -> list[Kernel]:
     """Gated DeltaNet layer li (§2.3): projections, conv step, delta rule, gated norm, out projection + residual."""
     M, V, p = W.matrices, W.vectors, f"blk.{layer}."
     conv_base = int(pools.conv) + F32_BYTES * li * pools.conv_layer
     s_base = int(pools.S) + F32_BYTES * li * pools.s_layer
     out = M[p + "ssm_out.weight"]
     return _projections(kt, W, A, m, layer, "attn_qkv") + [
-        kt.conv_step_silu(m=m, x=A["qkv"], w=V[p + "ssm_conv1d.weight"], state=conv_base,
-                          slot_stride=pools.conv_stride, slots=A.slots(), out=A["conv_out"], channels=cfg.conv_dim,
-                          kernel=cfg.ssm_d_conv, run=run),
-        kt.delta_step(m=m, d_k=cfg.d_k, conv_out=A["conv_out"], a=A["a"], b=A["b"], ssm_a=V[p + "ssm_a"],
-                      dt_bias=V[p + "ssm_dt.bias"], S=s_base, slot_stride=pools.s_stride, slots=A.slots(), z=A["z"],
-                      norm_w=V[p + "ssm_norm.weight"], out=A.split("o2"), H_k=cfg.ssm_n_group, H_v=cfg.ssm_dt_rank,
-                      eps=cfg.rms_eps, run=run),
+        kt.conv_step_silu(
+            m=m,
+            x=A["qkv"],
+            w=V[p + "ssm_conv1d.weight"],
+            state=conv_base,
+            slot_stride=pools.conv_stride,
+            slots=A.slots(),
+            out=A["conv_out"],
+            channels=cfg.conv_dim,
+            kernel=cfg.ssm_d_conv,
+            run=run,
+        ),
+        kt.delta_step(
+            m=m,
+            d_k=cfg.d_k,
+            conv_out=A["conv_out"],
+            a=A["a"],
+            b=A["b"],
+            ssm_a=V[p + "ssm_a"],
+            dt_bias=V[p + "ssm_dt.bias"],
+            S=s_base,
+            slot_stride=pools.s_stride,
+            slots=A.slots(),
+            z=A["z"],
+            norm_w=V[p + "ssm_norm.weight"],
+            out=A.split("o2"),
+            H_k=cfg.ssm_n_group,
+            H_v=cfg.ssm_dt_rank,
+            eps=cfg.rms_eps,
+            run=run,
+        ),
         kt.gemv(qtype=out.qtype, w=out.ptr, x=A.split("o2"), outputs=[(A["h"], cfg.n_embd)], m=m, res=A["h"]),
     ]
 
 
-def _attention(kt: KernelTable, cfg: Qwen35Config, W: DeviceWeights, A: Activations, pools: Pools, m: int,
-               layer: int, li: int, max_ctx: int) -> list[Kernel]:
+def _attention(
+    kt: KernelTable,
+    cfg: Qwen35Config,
+    W: DeviceWeights,
+    A: Activations,
+    pools: Pools,
+    m: int,
+    layer: int,
+    li: int,
+    max_ctx: int,
+) -> list[Kernel]:
     """Gated full-attention layer li (§2.4): q/k/v, norm + RoPE + KV store, split attention, gate, out + residual."""
     M, V, p = W.matrices, W.vectors, f"blk.{layer}."
     nh, nkv, hd = cfg.n_head, cfg.n_head_kv, cfg.head_dim
@@ -173,14 +222,44 @@ def _attention(kt: KernelTable, cfg: Qwen35Config, W: DeviceWeights, A: Activati
     n_pieces = (max_ctx + ATTN_PIECE - 1) // ATTN_PIECE
     out = M[p + "attn_output.weight"]
     return _projections(kt, W, A, m, layer, "attn_q") + [
-        kt.qk_norm_rope_store(m=m, qg=A["qg"], kb=A["kb"], vb=A["vb"], q_norm=V[p + "attn_q_norm.weight"],
-                              k_norm=V[p + "attn_k_norm.weight"], q_out=A["qr"], k_cache=k_base, v_cache=v_base,
-                              slot_stride=pools.kv_stride, slots=A.slots(), pos=A.pos(), n_head=nh, n_kv=nkv, hd=hd,
-                              max_ctx=max_ctx, n_rot=cfg.n_rot, theta=cfg.rope_theta, eps=cfg.rms_eps),
-        kt.attn_partial(m=m, q=A["qr"], k_cache=k_base, v_cache=v_base, slot_stride=pools.kv_stride, slots=A.slots(),
-                        pos=A.pos(), part=A["part"], n_head=nh, n_kv=nkv, hd=hd, n_pieces=n_pieces),
-        kt.attn_combine(m=m, part=A["part"], qg=A["qg"], pos=A.pos(), out=A.split("att"), n_head=nh, hd=hd,
-                        n_pieces=n_pieces),
+        kt.qk_norm_rope_store(
+            m=m,
+            qg=A["qg"],
+            kb=A["kb"],
+            vb=A["vb"],
+            q_norm=V[p + "attn_q_norm.weight"],
+            k_norm=V[p + "attn_k_norm.weight"],
+            q_out=A["qr"],
+            k_cache=k_base,
+            v_cache=v_base,
+            slot_stride=pools.kv_stride,
+            slots=A.slots(),
+            pos=A.pos(),
+            n_head=nh,
+            n_kv=nkv,
+            hd=hd,
+            max_ctx=max_ctx,
+            n_rot=cfg.n_rot,
+            theta=cfg.rope_theta,
+            eps=cfg.rms_eps,
+        ),
+        kt.attn_partial(
+            m=m,
+            q=A["qr"],
+            k_cache=k_base,
+            v_cache=v_base,
+            slot_stride=pools.kv_stride,
+            slots=A.slots(),
+            pos=A.pos(),
+            part=A["part"],
+            n_head=nh,
+            n_kv=nkv,
+            hd=hd,
+            n_pieces=n_pieces,
+        ),
+        kt.attn_combine(
+            m=m, part=A["part"], qg=A["qg"], pos=A.pos(), out=A.split("att"), n_head=nh, hd=hd, n_pieces=n_pieces
+        ),
         kt.gemv(qtype=out.qtype, w=out.ptr, x=A.split("att"), outputs=[(A["h"], cfg.n_embd)], m=m, res=A["h"]),
     ]
 
@@ -193,7 +272,9 @@ def _ffn(kt: KernelTable, cfg: Qwen35Config, W: DeviceWeights, A: Activations, m
     if gate.qtype == up.qtype and gate.qtype in MMA_TYPES:
         first = [kt.swiglu_gemv(qtype=gate.qtype, w_gate=gate.ptr, w_up=up.ptr, x=x, act=act, m=m)]
     else:
-        first = [kt.gemv(qtype=gate.qtype, w=gate.ptr, x=x, outputs=[(A["g"], cfg.n_ff)], m=m),
-                 kt.gemv(qtype=up.qtype, w=up.ptr, x=x, outputs=[(A["u"], cfg.n_ff)], m=m),
-                 kt.swiglu_split(m=m, gate=A["g"], up=A["u"], out=act)]
+        first = [
+            kt.gemv(qtype=gate.qtype, w=gate.ptr, x=x, outputs=[(A["g"], cfg.n_ff)], m=m),
+            kt.gemv(qtype=up.qtype, w=up.ptr, x=x, outputs=[(A["u"], cfg.n_ff)], m=m),
+            kt.swiglu_split(m=m, gate=A["g"], up=A["u"], out=act),
+        ]
     return first + [kt.gemv(qtype=down.qtype, w=down.ptr, x=act, outputs=[(A["h"], cfg.n_embd)], m=m, res=A["h"])]

@@ -119,8 +119,9 @@ class DeviceWeights:
             raise EngineUnavailable(f"tensor {name}: input dim {n_in} is not a multiple of 256 (CUDA GEMV unit)")
         expect = n_out * (n_in // 256) * UNIT_BYTES[qtype]
         if model.tensors[name].n_bytes != expect:
-            raise EngineUnavailable(f"tensor {name}: {model.tensors[name].n_bytes} bytes, expected {expect} for "
-                                    f"{qtype} {shape}")
+            raise EngineUnavailable(
+                f"tensor {name}: {model.tensors[name].n_bytes} bytes, expected {expect} for {qtype} {shape}"
+            )
         return qtype
 
     def _put_matrix(self, model: Any, name: str, qtype: str, shape: tuple[int, ...], dst: int) -> None:
@@ -173,8 +174,12 @@ class _Progress:
         pct = 100 * self.done_bytes // max(self.total, 1)
         if self.show and pct // 10 != self.shown:
             self.shown = pct // 10
-            print(f"\rqtui: uploading weights {self.done_bytes / 1e9:.2f}/{self.total / 1e9:.2f} GB ({pct}%)",
-                  end="", file=sys.stderr, flush=True)
+            print(
+                f"\rqtui: uploading weights {self.done_bytes / 1e9:.2f}/{self.total / 1e9:.2f} GB ({pct}%)",
+                end="",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def done(self) -> None:
         if self.show:

@@ -31,6 +31,7 @@ from qtui.serve.request import GenerateParams
 if TYPE_CHECKING:
     from qtui.serve.server import QtuiServer
 
+
 class ClientGone(Exception):
     """The client disconnected before its reply: its requests are cancelled and nothing is sent."""
 
@@ -193,9 +194,16 @@ async def _completion_jobs(srv: QtuiServer, body: CompletionRequest) -> tuple[Ca
     wants_prompt = body.echo and body.logprobs is not None
     jobs = _jobs(srv, body, prompts, max_tokens, sampling, wants_prompt)
     texts = [srv.tokenizer.decode(p) if body.echo else "" for p in prompts for _ in range(body.n)]
-    call = Call("text_completion", body.model, _reported_seed(body, sampling), _fingerprint(srv),
-                [len(p) for p in prompts for _ in range(body.n)], texts,
-                [p if wants_prompt else [] for p in prompts for _ in range(body.n)], hide_generated=max_tokens == 0)
+    call = Call(
+        "text_completion",
+        body.model,
+        _reported_seed(body, sampling),
+        _fingerprint(srv),
+        [len(p) for p in prompts for _ in range(body.n)],
+        texts,
+        [p if wants_prompt else [] for p in prompts for _ in range(body.n)],
+        hide_generated=max_tokens == 0,
+    )
     return call, jobs
 
 
@@ -320,7 +328,9 @@ async def _stream(run: Run, call: Call, first: tuple[int, Any], include_usage: b
             return
         if isinstance(e, ev.Error):
             run.cancel()
-            yield sse(ApiError(STATUS_OF_CODE.get(e.code, 500), e.message, type=_error_type(e.code), code=e.code).body())
+            yield sse(
+                ApiError(STATUS_OF_CODE.get(e.code, 500), e.message, type=_error_type(e.code), code=e.code).body()
+            )
             return
         piece = _stream_piece(call, index, e, got[index], started, tt) if isinstance(e, ev.Token) else None
         reason = e.finish_reason if isinstance(e, ev.Done) else None

@@ -60,8 +60,12 @@ class BatchPanel(Vertical):
     def show(self, state: DashState) -> None:
         last = state.m_history[-1] if state.m_history else 0
         self.query_one("#m-now", Static).update(
-            Text.assemble("last ", (str(last), "bold magenta"), f"  mean {state.mean_m:.2f}",
-                          f"  steps {sum(state.batch_hist.values())}")
+            Text.assemble(
+                "last ",
+                (str(last), "bold magenta"),
+                f"  mean {state.mean_m:.2f}",
+                f"  steps {sum(state.batch_hist.values())}",
+            )
         )
         top = max([state.max_slots, *state.m_history, 1])  # bars on the scale 0..max_slots
         self.query_one("#m-spark", BarSpark).show(state.m_history, top)

@@ -23,7 +23,8 @@ def counters_table(state: DashState) -> Table:
     table.add_row("TTFT last", Text(_ms(state.ttft_last_ms), "bold"), "p50", Text(_ms(state.ttft_p50_ms), "bold"))
     diverged = state.parity["diverged"]
     table.add_row(
-        "parity", Text(f"✓ {state.parity['equal']} equal", "green"),
+        "parity",
+        Text(f"✓ {state.parity['equal']} equal", "green"),
         Text(f"✗ {diverged} diverged", "bold red" if diverged else "dim"),
         Text(f"{state.parity['pending']} pending", "yellow"),
     )

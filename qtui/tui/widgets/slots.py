@@ -28,9 +28,15 @@ def row_cells(view: SlotView) -> list[Text]:
     parity verdict: its last counts would be stale (frames come ~4/s, the request ran on after the last)."""
     if view.state == "idle":
         blank = Text("")
-        return [Text(str(view.slot), justify="right"), Text(view.request_id or "—", style="dim"),
-                Text("idle", style=_STATE_STYLE["idle"]), blank, blank, blank,
-                parity_cell(view.parity) if view.request_id else blank]
+        return [
+            Text(str(view.slot), justify="right"),
+            Text(view.request_id or "—", style="dim"),
+            Text("idle", style=_STATE_STYLE["idle"]),
+            blank,
+            blank,
+            blank,
+            parity_cell(view.parity) if view.request_id else blank,
+        ]
     return [
         Text(str(view.slot), justify="right"),
         Text(view.request_id),

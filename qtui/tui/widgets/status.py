@@ -29,13 +29,18 @@ class StatusBar(Static):
         line1 = Text.assemble(
             ("qtui ", "bold"),
             (state.model, "bold cyan"),
-            "  engine ", (state.engine, "bold"),
-            "  device ", (state.device, "bold"),
-            "  max batch ", (str(state.max_slots or "?"), "bold"),
+            "  engine ",
+            (state.engine, "bold"),
+            "  device ",
+            (state.device, "bold"),
+            "  max batch ",
+            (str(state.max_slots or "?"), "bold"),
         )
         word = _STATE_WORD.get(connection.state, connection.state)
         line2 = Text.assemble(
-            (connection.url, "underline"), "  ", ("● " + word, _STATE_STYLE.get(connection.state, "")),
+            (connection.url, "underline"),
+            "  ",
+            ("● " + word, _STATE_STYLE.get(connection.state, "")),
         )
         if position:
             line2.append("  " + position, "cyan")

@@ -63,8 +63,14 @@ def main() -> int:
         act = drv.DeviceBuffer(64 * outs[0] * 4 + 64 * outs[0] // 16 * 4)
         for m in [int(r) for r in args.rows.split(",")]:
             if kind == "swiglu":
-                k = kt.swiglu_gemv(qtype=qtype, w_gate=int(ws[0]), w_up=int(ws[1]), x=x,
-                                   act=Split(int(act), int(act) + 64 * outs[0] * 4, outs[0]), m=m)
+                k = kt.swiglu_gemv(
+                    qtype=qtype,
+                    w_gate=int(ws[0]),
+                    w_up=int(ws[1]),
+                    x=x,
+                    act=Split(int(act), int(act) + 64 * outs[0] * 4, outs[0]),
+                    m=m,
+                )
             else:
                 k = kt.gemv(qtype=qtype, w=int(ws[0]), x=x, outputs=[(int(y), n) for y, n in zip(ys, outs)], m=m)
             if args.eager:
@@ -83,8 +89,19 @@ def main() -> int:
             t1.record(stream)
             t1.synchronize()
             us = t1.elapsed_ms(t0) * 1e3 / 200
-            rows.append({"matrix": name, "qtype": qtype, "m": m, "kernel": k.name, "grid": list(k.grid), "us": us,
-                         "mbytes": nbytes / 1e6, "gb_s": nbytes / us / 1e3, "pct_read_bw": 100 * nbytes / us / 1e-6 / read_bw})
+            rows.append(
+                {
+                    "matrix": name,
+                    "qtype": qtype,
+                    "m": m,
+                    "kernel": k.name,
+                    "grid": list(k.grid),
+                    "us": us,
+                    "mbytes": nbytes / 1e6,
+                    "gb_s": nbytes / us / 1e3,
+                    "pct_read_bw": 100 * nbytes / us / 1e-6 / read_bw,
+                }
+            )
             graphs.clear()
         for b in [*ws, xb, *ys, act]:
             b.free()
@@ -92,8 +109,10 @@ def main() -> int:
     print(f"{'matrix':18} {'m':>3} {'kernel':22} {'grid':>11} {'us':>8} {'MB':>7} {'GB/s':>7} {'% read':>7}")
     for r in rows:
         grid = f"{r['grid'][0]}x{r['grid'][1]}"
-        print(f"{r['matrix']:18} {r['m']:3d} {r['kernel']:22} {grid:>11} {r['us']:8.1f} {r['mbytes']:7.1f} "
-              f"{r['gb_s']:7.0f} {r['pct_read_bw']:6.1f}%")
+        print(
+            f"{r['matrix']:18} {r['m']:3d} {r['kernel']:22} {grid:>11} {r['us']:8.1f} {r['mbytes']:7.1f} "
+            f"{r['gb_s']:7.0f} {r['pct_read_bw']:6.1f}%"
+        )
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"read_bandwidth_B_s": read_bw, "rows": rows}, f, indent=1)

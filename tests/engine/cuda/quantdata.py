@@ -10,8 +10,15 @@ import numpy as np
 from qtui.engine.cuda.kernels import GEMV_TYPES, UNIT_BYTES
 
 QT = gguf.GGMLQuantizationType
-QTYPES = {"f32": QT.F32, "f16": QT.F16, "bf16": QT.BF16, "q8_0": QT.Q8_0, "q4_k": QT.Q4_K, "q5_k": QT.Q5_K,
-          "q6_k": QT.Q6_K}
+QTYPES = {
+    "f32": QT.F32,
+    "f16": QT.F16,
+    "bf16": QT.BF16,
+    "q8_0": QT.Q8_0,
+    "q4_k": QT.Q4_K,
+    "q5_k": QT.Q5_K,
+    "q6_k": QT.Q6_K,
+}
 assert set(QTYPES) == set(GEMV_TYPES)
 
 

@@ -15,8 +15,12 @@ from qtui.engine.cuda import sampler
 from qtui.engine.cuda.kernels import KernelTable, Split
 
 PTX = Path(__file__).resolve().parents[3] / "ptx"
-PTX_TYPE = {np.dtype(np.uint64): ".u64", np.dtype(np.int64): ".u64", np.dtype(np.int32): ".u32",
-            np.dtype(np.float32): ".f32"}
+PTX_TYPE = {
+    np.dtype(np.uint64): ".u64",
+    np.dtype(np.int64): ".u64",
+    np.dtype(np.int32): ".u32",
+    np.dtype(np.float32): ".f32",
+}
 
 
 def entries() -> dict[str, list[str]]:
@@ -31,20 +35,60 @@ def entries() -> dict[str, list[str]]:
 def every_site() -> list:
     kt = KernelTable(dry=True)
     x, big = Split(1, 2, 512), Split(3, 4, 1024)
-    sites = [kt.rmsnorm(m=2, x=1, w=2, out=x, eps=1e-6), kt.split_rows(m=2, x=1, out=x),
-             kt.swiglu_split(m=2, gate=1, up=2, out=x), kt.argmax(m=2, logits=1, tokens=2, n=10),
-             kt.read_stream(buf=1, nbytes=1 << 20, out=2, blocks=4),
-             kt.qk_norm_rope_store(m=1, qg=1, kb=2, vb=3, q_norm=4, k_norm=5, q_out=6, k_cache=7, v_cache=8,
-                                   slot_stride=9, slots=10, pos=11, n_head=2, n_kv=1, hd=64, max_ctx=64, n_rot=16,
-                                   theta=1e4, eps=1e-6),
-             kt.attn_partial(m=1, q=1, k_cache=2, v_cache=3, slot_stride=4, slots=5, pos=6, part=7, n_head=2, n_kv=1,
-                             hd=64, n_pieces=1),
-             kt.attn_combine(m=1, part=1, qg=2, pos=3, out=Split(1, 2, 128), n_head=2, hd=64, n_pieces=1),
-             kt.conv_step_silu(m=2, x=1, w=2, state=3, slot_stride=4, slots=5, out=6, channels=512, kernel=4),
-             ]
+    sites = [
+        kt.rmsnorm(m=2, x=1, w=2, out=x, eps=1e-6),
+        kt.split_rows(m=2, x=1, out=x),
+        kt.swiglu_split(m=2, gate=1, up=2, out=x),
+        kt.argmax(m=2, logits=1, tokens=2, n=10),
+        kt.read_stream(buf=1, nbytes=1 << 20, out=2, blocks=4),
+        kt.qk_norm_rope_store(
+            m=1,
+            qg=1,
+            kb=2,
+            vb=3,
+            q_norm=4,
+            k_norm=5,
+            q_out=6,
+            k_cache=7,
+            v_cache=8,
+            slot_stride=9,
+            slots=10,
+            pos=11,
+            n_head=2,
+            n_kv=1,
+            hd=64,
+            max_ctx=64,
+            n_rot=16,
+            theta=1e4,
+            eps=1e-6,
+        ),
+        kt.attn_partial(
+            m=1, q=1, k_cache=2, v_cache=3, slot_stride=4, slots=5, pos=6, part=7, n_head=2, n_kv=1, hd=64, n_pieces=1
+        ),
+        kt.attn_combine(m=1, part=1, qg=2, pos=3, out=Split(1, 2, 128), n_head=2, hd=64, n_pieces=1),
+        kt.conv_step_silu(m=2, x=1, w=2, state=3, slot_stride=4, slots=5, out=6, channels=512, kernel=4),
+    ]
     for dk in (64, 128):
-        sites.append(kt.delta_step(m=1, d_k=dk, conv_out=1, a=2, b=3, ssm_a=4, dt_bias=5, S=6, slot_stride=7,
-                                   slots=8, z=9, norm_w=10, out=Split(1, 2, 2 * dk), H_k=1, H_v=2, eps=1e-6))
+        sites.append(
+            kt.delta_step(
+                m=1,
+                d_k=dk,
+                conv_out=1,
+                a=2,
+                b=3,
+                ssm_a=4,
+                dt_bias=5,
+                S=6,
+                slot_stride=7,
+                slots=8,
+                z=9,
+                norm_w=10,
+                out=Split(1, 2, 2 * dk),
+                H_k=1,
+                H_v=2,
+                eps=1e-6,
+            )
+        )
     for qtype in K.GEMV_TYPES:
         for m in (1, 2, 3, 5, 9, 17, 33, 64, 200):
             sites.append(kt.gemv(qtype=qtype, w=1, x=big, outputs=[(2, 40)], m=m, res=3))
@@ -55,9 +99,11 @@ def every_site() -> list:
         if qtype in K.MMA_TYPES:
             sites.append(kt.repack(qtype=qtype, raw=1, out=2, n_out=16, n_in=256))
     bufs = {"params": 1, "prompt_counts": 2, "output_counts": 3, "lp": 4, "top_ids": 5}
-    sites += [sampler.site(None, "sample_rows", 3, 1000, (6, 7), bufs),
-              sampler.site(None, "logprob_rows", 3, 1000, (6, 7), bufs),
-              sampler.site(None, "count_tokens", 3, 1000, (6, 7, 8), bufs)]
+    sites += [
+        sampler.site(None, "sample_rows", 3, 1000, (6, 7), bufs),
+        sampler.site(None, "logprob_rows", 3, 1000, (6, 7), bufs),
+        sampler.site(None, "count_tokens", 3, 1000, (6, 7, 8), bufs),
+    ]
     return sites
 
 
@@ -73,12 +119,17 @@ def test_every_ptx_entry_has_a_builder():
     assert set(entries()) - built == set(), "kernels nobody launches (dead code) or untested builders"
 
 
-@pytest.mark.parametrize("name,value,source", [("ATTN_PIECE", K.ATTN_PIECE, "attention.cu"),
-                                               ("MAX_CONV", K.MAX_CONV, "deltanet.cu"),
-                                               ("MMA_WARPS", K.MMA_WARPS, "mma.cuh"),
-                                               ("ARGMAX_PARTS", K.ARGMAX_PARTS, "elementwise.cu"),
-                                               ("SAMPLE_THREADS", sampler.SAMPLE_THREADS, "sampling.cu"),
-                                               ("MAX_TOP", sampler.MAX_TOP, "sampling.cu")])
+@pytest.mark.parametrize(
+    "name,value,source",
+    [
+        ("ATTN_PIECE", K.ATTN_PIECE, "attention.cu"),
+        ("MAX_CONV", K.MAX_CONV, "deltanet.cu"),
+        ("MMA_WARPS", K.MMA_WARPS, "mma.cuh"),
+        ("ARGMAX_PARTS", K.ARGMAX_PARTS, "elementwise.cu"),
+        ("SAMPLE_THREADS", sampler.SAMPLE_THREADS, "sampling.cu"),
+        ("MAX_TOP", sampler.MAX_TOP, "sampling.cu"),
+    ],
+)
 def test_shared_constants_agree_with_the_kernel_sources(name, value, source):
     m = re.search(rf"#define {name} (\d+)", (PTX / source).read_text())
     assert m and int(m.group(1)) == value

@@ -15,8 +15,7 @@ def engine(make_model):
     from qtui.engine.cuda.engine import CudaEngine
     from qtui.model.gguf_file import GGUFModel
 
-    eng = CudaEngine(GGUFModel.open(make_model("tiny-tiled", "q4_k_m")), max_slots=64, max_context=512,
-                     progress=False)
+    eng = CudaEngine(GGUFModel.open(make_model("tiny-tiled", "q4_k_m")), max_slots=64, max_context=512, progress=False)
     yield eng
     eng.close()
 

@@ -60,9 +60,19 @@ def compare_with_reference(path, n_decode=N_DECODE, prompt_len=12, max_context=5
     return {"worst_rel_err": worst, "min_margin": min(margins), "steps": len(margins), "split": split}
 
 
-@pytest.mark.parametrize("preset,quant", [("tiny", "f32"), ("tiny-tiled", "f32"), ("tiny", "q4_k_m"),
-                                          ("tiny-tiled", "q8_0"), ("tiny", "q5_k"), ("tiny-tiled", "q6_k"),
-                                          ("tiny", "bf16"), ("tiny-tiled", "f16")])
+@pytest.mark.parametrize(
+    "preset,quant",
+    [
+        ("tiny", "f32"),
+        ("tiny-tiled", "f32"),
+        ("tiny", "q4_k_m"),
+        ("tiny-tiled", "q8_0"),
+        ("tiny", "q5_k"),
+        ("tiny-tiled", "q6_k"),
+        ("tiny", "bf16"),
+        ("tiny-tiled", "f16"),
+    ],
+)
 def test_engine_matches_reference_on_tiny(make_model, preset, quant):
     report = compare_with_reference(make_model(preset, quant))
     print(f"\n{preset} {quant}: {report}")

@@ -55,8 +55,14 @@ def test_split_rows_kernel_writes_the_host_split_bits(gpu):
 def test_gemv_matches_dequantized_float64_matmul(gpu, qtype):
     rng = np.random.default_rng()
     # tails of tiles (37, 130), a K split across blocks (few tiles, many super-blocks), several passes (m > 64)
-    for n_out, n_in, m in ((37, 1280, 1), (130, 768, 5), (9, 256, 16), (40, 4608, 11), (2560 // 8, 9216, 3),
-                           (50, 512, 70)):
+    for n_out, n_in, m in (
+        (37, 1280, 1),
+        (130, 768, 5),
+        (9, 256, 16),
+        (40, 4608, 11),
+        (2560 // 8, 9216, 3),
+        (50, 512, 70),
+    ):
         w, deq = _weight(gpu, qtype, n_out, n_in, rng)
         rows = -(-m // 16) * 16  # the FMA kernels write whole 16-row groups
         x = rng.standard_normal((rows, n_in), dtype=np.float32)
@@ -110,8 +116,9 @@ def test_segments_bitwise_equal_separate_gemvs(gpu, qtype):
         blob = np.concatenate([r.reshape(-1) for r in raws])
     x = gpu.put_split(rng.standard_normal((16, n_in), dtype=np.float32))
     outs = [gpu.poisoned((16, n)) for n in sizes]
-    gpu.run(gpu.kt.gemv(qtype=qtype, w=int(gpu.put(blob)), x=x, outputs=[(int(y), n) for y, n in zip(outs, sizes)],
-                        m=m))
+    gpu.run(
+        gpu.kt.gemv(qtype=qtype, w=int(gpu.put(blob)), x=x, outputs=[(int(y), n) for y, n in zip(outs, sizes)], m=m)
+    )
     for raw, y, n in zip(raws, outs, sizes):
         alone = gpu.poisoned((16, n))
         gpu.run(_gemv(gpu, qtype, gpu.put_weight(qtype, raw, n, n_in), x, alone, n, m))
@@ -162,8 +169,16 @@ def test_embed_rows_equal_gguf_dequantize(gpu, qtype):
     raw, deq = random_weight(qtype, n_vocab, n_embd, rng)
     tokens = rng.integers(0, n_vocab, m).astype(np.int32)
     out = gpu.poisoned((m, n_embd))
-    gpu.run(gpu.kt.embed(qtype=qtype, m=m, table=int(gpu.put_weight(qtype, raw, n_vocab, n_embd)),
-                         tokens=int(gpu.put(tokens)), out=int(out), n_embd=n_embd))
+    gpu.run(
+        gpu.kt.embed(
+            qtype=qtype,
+            m=m,
+            table=int(gpu.put_weight(qtype, raw, n_vocab, n_embd)),
+            tokens=int(gpu.put(tokens)),
+            out=int(out),
+            n_embd=n_embd,
+        )
+    )
     got = gpu.get(out, (m, n_embd))
     # one dequantized value each, computed in float32 by both sides: equal to within 2 ulp of the block scale
     np.testing.assert_allclose(got, deq[tokens], rtol=1e-6, atol=1e-6 * np.abs(deq).max())

@@ -8,9 +8,20 @@ import numpy as np
 import pytest
 
 from qtui.engine.cuda import driver as drv
-from qtui.engine.cuda.kernels import (FMA_BUCKETS, MAX_PASS_TOKENS, MMA_TARGET_BLOCKS, MMA_TYPES, UNIT_BYTES,
-                                     KernelTable, Split, fma_bucket, mma_blocks_per_group, mma_groups, mma_token_tiles,
-                                     qtype_name)
+from qtui.engine.cuda.kernels import (
+    FMA_BUCKETS,
+    MAX_PASS_TOKENS,
+    MMA_TARGET_BLOCKS,
+    MMA_TYPES,
+    UNIT_BYTES,
+    KernelTable,
+    Split,
+    fma_bucket,
+    mma_blocks_per_group,
+    mma_groups,
+    mma_token_tiles,
+    qtype_name,
+)
 from qtui.errors import CudaError, EngineUnavailable
 
 
@@ -38,8 +49,9 @@ def test_cuda_available_never_raises_and_engine_refuses_without_driver(tiny_gguf
 
 
 def test_kernel_prepacks_one_cell_per_argument():
-    k = drv.Kernel(None, "k", (3, 1, 1), 128, [(0xDEAD0000, np.uint64), (7, np.int32), (2.5, np.float32),
-                                                (1 << 40, np.int64)])
+    k = drv.Kernel(
+        None, "k", (3, 1, 1), 128, [(0xDEAD0000, np.uint64), (7, np.int32), (2.5, np.float32), (1 << 40, np.int64)]
+    )
     assert [c.dtype for c in k.cells] == [np.uint64, np.int32, np.float32, np.int64]
     assert [c[0] for c in k.cells] == [0xDEAD0000, 7, 2.5, 1 << 40]
     assert k.params.tolist() == [c.ctypes.data for c in k.cells]  # the void** array the driver reads
@@ -105,8 +117,21 @@ def test_bench_runs_on_the_cpu_engine_and_prints_the_ladder(tiny_gguf):
 
     parser = argparse.ArgumentParser()
     bench.add_arguments(parser)
-    args = parser.parse_args([str(tiny_gguf), "--engine", "cpu", "--steps", "2", "--ladder", "1,2",
-                              "--prompt-len", "5", "--max-context", "32"])
+    args = parser.parse_args(
+        [
+            str(tiny_gguf),
+            "--engine",
+            "cpu",
+            "--steps",
+            "2",
+            "--ladder",
+            "1,2",
+            "--prompt-len",
+            "5",
+            "--max-context",
+            "32",
+        ]
+    )
     result = bench.run_bench(args)
     assert [row["c"] for row in result["ladder"]] == [1, 2]
     assert all(row["aggregate_tok_s"] > 0 for row in result["ladder"])

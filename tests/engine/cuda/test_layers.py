@@ -101,11 +101,35 @@ def test_conv_and_delta_step_over_three_steps(gpu, dk):
         z = rng.standard_normal((m, H_v, dk)).astype(np.float32)
         conv_out, o = gpu.poisoned((m, C)), gpu.split_buffer(m, H_v * dk)
         gpu.run(
-            gpu.kt.conv_step_silu(m=m, x=int(gpu.put(x)), w=int(w_buf), state=int(st_buf), slot_stride=(K - 1) * C,
-                                  slots=int(sl), out=int(conv_out), channels=C, kernel=K),
-            gpu.kt.delta_step(m=m, d_k=dk, conv_out=int(conv_out), a=int(gpu.put(a)), b=int(gpu.put(b)),
-                              ssm_a=int(a_dev), dt_bias=int(dt_dev), S=int(S_buf), slot_stride=H_v * dk * dk,
-                              slots=int(sl), z=int(gpu.put(z)), norm_w=int(nw_dev), out=o, H_k=H_k, H_v=H_v, eps=eps),
+            gpu.kt.conv_step_silu(
+                m=m,
+                x=int(gpu.put(x)),
+                w=int(w_buf),
+                state=int(st_buf),
+                slot_stride=(K - 1) * C,
+                slots=int(sl),
+                out=int(conv_out),
+                channels=C,
+                kernel=K,
+            ),
+            gpu.kt.delta_step(
+                m=m,
+                d_k=dk,
+                conv_out=int(conv_out),
+                a=int(gpu.put(a)),
+                b=int(gpu.put(b)),
+                ssm_a=int(a_dev),
+                dt_bias=int(dt_dev),
+                S=int(S_buf),
+                slot_stride=H_v * dk * dk,
+                slots=int(sl),
+                z=int(gpu.put(z)),
+                norm_w=int(nw_dev),
+                out=o,
+                H_k=H_k,
+                H_v=H_v,
+                eps=eps,
+            ),
         )
         got_o = _split_values(gpu, o, m).reshape(m, H_v, dk)
         for r, s in enumerate(slots):
@@ -147,13 +171,37 @@ def test_conv_and_delta_runs_of_rows_are_tokens_in_order(gpu, dk, run):
         sl = gpu.put(np.array([run_slots[r // run] for r in rows], np.int32))
         conv_out, o = gpu.poisoned((mm, C)), gpu.split_buffer(mm, H_v * dk)
         gpu.run(
-            gpu.kt.conv_step_silu(m=mm, x=int(gpu.put(x[rows])), w=int(w_buf), state=int(st_buf),
-                                  slot_stride=(K - 1) * C, slots=int(sl), out=int(conv_out), channels=C, kernel=K,
-                                  run=n_run),
-            gpu.kt.delta_step(m=mm, d_k=dk, conv_out=int(conv_out), a=int(gpu.put(a[rows])), b=int(gpu.put(b[rows])),
-                              ssm_a=int(a_dev), dt_bias=int(dt_dev), S=int(S_buf), slot_stride=H_v * dk * dk,
-                              slots=int(sl), z=int(gpu.put(z[rows])), norm_w=int(nw_dev), out=o, H_k=H_k, H_v=H_v,
-                              eps=eps, run=n_run),
+            gpu.kt.conv_step_silu(
+                m=mm,
+                x=int(gpu.put(x[rows])),
+                w=int(w_buf),
+                state=int(st_buf),
+                slot_stride=(K - 1) * C,
+                slots=int(sl),
+                out=int(conv_out),
+                channels=C,
+                kernel=K,
+                run=n_run,
+            ),
+            gpu.kt.delta_step(
+                m=mm,
+                d_k=dk,
+                conv_out=int(conv_out),
+                a=int(gpu.put(a[rows])),
+                b=int(gpu.put(b[rows])),
+                ssm_a=int(a_dev),
+                dt_bias=int(dt_dev),
+                S=int(S_buf),
+                slot_stride=H_v * dk * dk,
+                slots=int(sl),
+                z=int(gpu.put(z[rows])),
+                norm_w=int(nw_dev),
+                out=o,
+                H_k=H_k,
+                H_v=H_v,
+                eps=eps,
+                run=n_run,
+            ),
         )
         return gpu.get(conv_out, (mm, C)), _split_values(gpu, o, mm).reshape(mm, H_v, dk)
 
@@ -200,14 +248,44 @@ def test_attention_decode_against_softmax(gpu):
     qr, part, out = gpu.poisoned((m, nh, hd)), gpu.poisoned((m, nh, n_pieces, hd + 2)), gpu.split_buffer(m, nh * hd)
     stride = max_ctx * nkv * hd
     gpu.run(
-        gpu.kt.qk_norm_rope_store(m=m, qg=int(qg_d), kb=int(gpu.put(kb)), vb=int(gpu.put(vb)), q_norm=int(gpu.put(qn)),
-                                  k_norm=int(gpu.put(kn)), q_out=int(qr), k_cache=int(Kd), v_cache=int(Vd),
-                                  slot_stride=stride, slots=int(sl), pos=int(ps), n_head=nh, n_kv=nkv, hd=hd,
-                                  max_ctx=max_ctx, n_rot=n_rot, theta=theta, eps=eps),
-        gpu.kt.attn_partial(m=m, q=int(qr), k_cache=int(Kd), v_cache=int(Vd), slot_stride=stride, slots=int(sl),
-                            pos=int(ps), part=int(part), n_head=nh, n_kv=nkv, hd=hd, n_pieces=n_pieces),
-        gpu.kt.attn_combine(m=m, part=int(part), qg=int(qg_d), pos=int(ps), out=out, n_head=nh, hd=hd,
-                            n_pieces=n_pieces),
+        gpu.kt.qk_norm_rope_store(
+            m=m,
+            qg=int(qg_d),
+            kb=int(gpu.put(kb)),
+            vb=int(gpu.put(vb)),
+            q_norm=int(gpu.put(qn)),
+            k_norm=int(gpu.put(kn)),
+            q_out=int(qr),
+            k_cache=int(Kd),
+            v_cache=int(Vd),
+            slot_stride=stride,
+            slots=int(sl),
+            pos=int(ps),
+            n_head=nh,
+            n_kv=nkv,
+            hd=hd,
+            max_ctx=max_ctx,
+            n_rot=n_rot,
+            theta=theta,
+            eps=eps,
+        ),
+        gpu.kt.attn_partial(
+            m=m,
+            q=int(qr),
+            k_cache=int(Kd),
+            v_cache=int(Vd),
+            slot_stride=stride,
+            slots=int(sl),
+            pos=int(ps),
+            part=int(part),
+            n_head=nh,
+            n_kv=nkv,
+            hd=hd,
+            n_pieces=n_pieces,
+        ),
+        gpu.kt.attn_combine(
+            m=m, part=int(part), qg=int(qg_d), pos=int(ps), out=out, n_head=nh, hd=hd, n_pieces=n_pieces
+        ),
     )
     got = _split_values(gpu, out, m).reshape(m, nh, hd)
     K_after = gpu.get(Kd, K.shape)

@@ -14,17 +14,26 @@ LENGTHS = [1, 15, 64, 65, 100, 300]  # inside one chunk, exactly one, one past, 
 N_NEW = 16
 
 
-@pytest.fixture(scope="module", params=[("tiny", "f32", 7), ("tiny-tiled", "q4_k_m", 1), ("tiny-tiled", "q4_k_m", 7),
-                                        ("tiny-tiled", "q4_k_m", 64), ("tiny-tiled", "q6_k", 256)],
-                ids=lambda p: f"{p[0]}-{p[1]}-chunk{p[2]}")
+@pytest.fixture(
+    scope="module",
+    params=[
+        ("tiny", "f32", 7),
+        ("tiny-tiled", "q4_k_m", 1),
+        ("tiny-tiled", "q4_k_m", 7),
+        ("tiny-tiled", "q4_k_m", 64),
+        ("tiny-tiled", "q6_k", 256),
+    ],
+    ids=lambda p: f"{p[0]}-{p[1]}-chunk{p[2]}",
+)
 def engine(request, make_model):
     """max_slots = 4 < the chunk: the activations still hold a full chunk."""
     from qtui.engine.cuda.engine import CudaEngine
     from qtui.model.gguf_file import GGUFModel
 
     preset, quant, chunk = request.param
-    eng = CudaEngine(GGUFModel.open(make_model(preset, quant)), max_slots=4, max_context=512, progress=False,
-                     prefill_chunk=chunk)
+    eng = CudaEngine(
+        GGUFModel.open(make_model(preset, quant)), max_slots=4, max_context=512, progress=False, prefill_chunk=chunk
+    )
     yield eng
     eng.close()
 
