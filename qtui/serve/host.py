@@ -21,8 +21,8 @@ import struct
 from typing import Any
 
 import uvicorn
-from websockets.protocol import State
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.protocol import State
 
 from qtui.serve.connection import Writer
 

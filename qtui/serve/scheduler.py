@@ -29,7 +29,6 @@ from qtui.serve import events as ev
 from qtui.serve.reply import accept_token, first_divergence
 from qtui.serve.request import GenerateParams, Request, Status, TextCodec
 
-
 MAX_PENDING_VERIFICATIONS = 4096  # beyond this (a server never idle), finished requests are not re-run
 DEFAULT_MAX_PREFILL_TOKENS = 256  # the budget for an engine that states no prefill chunk (numpy, fakes)
 

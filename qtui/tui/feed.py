@@ -88,7 +88,7 @@ class SocketFeed:
                         if isinstance(frame, dict):
                             self.handle(frame, post)
                 reason, can_retry = "the server closed the connection", True
-            except (OSError, TimeoutError, asyncio.TimeoutError, InvalidHandshake, WebSocketException) as exc:
+            except (OSError, TimeoutError, InvalidHandshake, WebSocketException) as exc:
                 reason, can_retry = describe_connect_error(self.url, exc)
             if not can_retry:
                 post(ConnectionChanged(Connection("failed", self.url, reason)))

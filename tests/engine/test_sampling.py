@@ -8,9 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from .sampled_runs import run_sampled
 from qtui.engine.sampling import GREEDY, SamplingParams, derive_seed, filter_mask, gumbel_noise, philox4x32, sample_row
 from qtui.errors import InvalidParameter
+
+from .sampled_runs import run_sampled
 
 F32 = np.float32
 

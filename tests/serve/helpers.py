@@ -73,7 +73,7 @@ class ServeProcess:
         import sys
         import time
 
-        self.log = open(log_path, "w") if log_path else subprocess.DEVNULL  # noqa: SIM115 (closed in stop)
+        self.log = open(log_path, "w") if log_path else subprocess.DEVNULL  # closed in stop()
         cmd = [sys.executable, "-m", "qtui", "serve", str(model), "--engine", "cpu", "--port", "0", *args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, text=True)
         deadline = time.monotonic() + 60

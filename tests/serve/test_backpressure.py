@@ -55,7 +55,7 @@ async def test_non_reading_client_is_dropped_past_its_queue_bound_others_untouch
             again = await good.generate(tokens=[7, 8], max_tokens=5, ignore_eos=True)
             assert again.tokens == solo_reply([7, 8], 5, eos=None)
             await silent.close()
-            silent.transport.abort()  # noqa: E702
+            silent.transport.abort()
 
 
 async def test_drain_with_non_reading_client_honours_drain_timeout():

@@ -11,8 +11,8 @@ from qtui.serve.request import GenerateParams
 from qtui.tools.client import Client
 
 from .fake_engine import FakeEngine, solo_reply
-from .test_scheduler import make
 from .helpers import aget, fake_server, parse_prometheus
+from .test_scheduler import make
 
 
 def fail_decode_once(engine: FakeEngine, error: Exception) -> None:

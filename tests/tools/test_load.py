@@ -8,9 +8,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
-from serve.helpers import fake_server  # noqa: E402
+from qtui.tools.stream_load import stream_row
 
-from qtui.tools.stream_load import stream_row  # noqa: E402
+from serve.helpers import fake_server
 
 
 async def test_stream_row_counts_every_token_of_every_client():
@@ -56,7 +56,7 @@ def test_load_command_prints_one_json_row(capsys):
 def test_overhead_tool_reports_a_row_per_step_time():
     import asyncio
 
-    from qtui.tools.overhead import measure  # noqa: E402
+    from qtui.tools.overhead import measure
 
     row = asyncio.run(measure(clients=4, max_tokens=16, step_ms=2.0))
     assert row["tokens"] == 64 and row["errors"] == [] and 0 < row["device_busy"] <= 1.05

@@ -55,10 +55,10 @@ def test_parity_ladder_passes_and_writes_witness(tiny_gguf, tmp_path, capsys):
 async def test_parity_detects_divergence_and_m_mismatch():
     """A server whose batched rows differ from solo rows, and one too small to form the batch, both fail."""
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1]))
+    from qtui.tools.parity import format_table, run_ladder
+
     from serve.fake_engine import EOS
     from serve.helpers import fake_server
-
-    from qtui.tools.parity import format_table, run_ladder
 
     # the fake tokenizer makes a token per character: a prefill budget above the 4 prompts' ~600 tokens puts
     # them all in the first step, so the first decode is at m=4 and every reply diverges at index 1
@@ -82,11 +82,11 @@ async def test_sampled_ladder_passes_and_replay_against_re_runs_seeded_requests(
     """`qtui parity --sampled` and `qtui replay --against` with seeded sampled requests (fake engine, whose
     sampled token hashes the seed with the slot's own history)."""
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1]))
-    from serve.helpers import fake_server
-
     from qtui.tools import replay
     from qtui.tools.client import Client
     from qtui.tools.parity import format_table, run_ladder
+
+    from serve.helpers import fake_server
 
     async with fake_server(max_slots=8, max_context=512, window_ms=100, record=tmp_path) as srv:
         sampled = await run_ladder(srv.url, [1, 4, 8], n_prompts=4, max_tokens=6, sampled=True)

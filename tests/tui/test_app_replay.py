@@ -95,7 +95,7 @@ async def test_help_and_clear(frames):
 async def test_feed_messages_during_shutdown_are_ignored(frames):
     """A feed keeps posting (position every tick) until its worker is cancelled, which Textual does only
     after it has removed the widgets: a message handled then must be dropped, not crash the app."""
-    from qtui.tui.messages import ConnectionChanged, Connection, ReplayPosition, StatsReceived
+    from qtui.tui.messages import Connection, ConnectionChanged, ReplayPosition, StatsReceived
 
     feed = ReplayFeed(frames, "s.jsonl", is_paused=True)
     app = ReplayApp(feed)

@@ -12,9 +12,9 @@ import pytest
 
 pytest.importorskip("pytest_textual_snapshot", reason="pytest-textual-snapshot is in the test extras")
 
-from qtui.tui.app import ReplayApp  # noqa: E402
-from qtui.tui.feed import ReplayFeed  # noqa: E402
-from qtui.tui.recording import derive_frames, load_recording  # noqa: E402
+from qtui.tui.app import ReplayApp
+from qtui.tui.feed import ReplayFeed
+from qtui.tui.recording import derive_frames, load_recording
 
 RECORDINGS = Path(__file__).resolve().parents[2] / "recordings"
 SIZE = (120, 34)

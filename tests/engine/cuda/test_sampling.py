@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ..sampled_runs import run_sampled
 from qtui.engine.sampling import SamplingParams, choice_of, filter_mask, gumbel_noise, penalize, sample_row
+
+from ..sampled_runs import run_sampled
 
 pytestmark = pytest.mark.gpu
 F32 = np.float32
