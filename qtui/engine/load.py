@@ -39,7 +39,7 @@ def cuda_available() -> bool:
 
 
 def resolve_kind(kind: str) -> str:
-    """ "cpu" or "cuda": what `load_engine(kind)` will build ("auto": CUDA where a driver answers)."""
+    """What `load_engine(kind)` will build: "cpu" or "cuda" ("auto": CUDA where a driver answers)."""
     if kind not in ENGINE_KINDS:
         raise ValueError(f"unknown engine {kind!r}; expected one of {', '.join(ENGINE_KINDS)}")
     return "cuda" if kind == "cuda" or (kind == "auto" and cuda_available()) else "cpu"

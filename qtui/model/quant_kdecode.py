@@ -49,7 +49,7 @@ def decode_q6(data: np.ndarray) -> np.ndarray:
     y = np.empty((data.shape[0], 256), dtype=_F32)
     for n in range(2):
         ql, qh, sc = data[:, 64 * n : 64 * n + 64], data[:, 128 + 32 * n : 160 + 32 * n], sc_all[:, 8 * n : 8 * n + 8]
-        for l in range(32):
+        for l in range(32):  # noqa: E741 (l as in ggml dequantize_row_q6_K, which this follows line by line)
             is_ = l // 16
             q1 = ((ql[:, l] & 0xF) | (((qh[:, l] >> 0) & 3) << 4)).astype(np.int16) - 32
             q2 = ((ql[:, l + 32] & 0xF) | (((qh[:, l] >> 2) & 3) << 4)).astype(np.int16) - 32

@@ -140,7 +140,9 @@ class Tokenizer:
         try:
             token_types = [int(t) for t in types] if types is not None else [1] * len(tokens)
         except (TypeError, ValueError) as exc:
-            raise ModelFileError(f"GGUF metadata key 'tokenizer.ggml.token_type' must be an integer array ({exc})")
+            raise ModelFileError(
+                f"GGUF metadata key 'tokenizer.ggml.token_type' must be an integer array ({exc})"
+            ) from exc
         if len(token_types) != len(tokens):
             raise ModelFileError(
                 f"GGUF metadata key 'tokenizer.ggml.token_type' has {len(token_types)} entries for {len(tokens)} tokens"

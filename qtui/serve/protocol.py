@@ -217,8 +217,9 @@ def token_frame(client_id: str, e: ev.Token) -> dict[str, Any]:
         frame["logprob"] = e.choice.logprob
         frame["top_logprobs"] = [[t, lp] for t, lp in e.choice.top]
     if e.prompt is not None:
-        frame["prompt_logprobs"] = [{"token": c.token, "logprob": c.logprob, "top_logprobs": [[t, lp] for t, lp in c.top]}
-                                    for c in e.prompt]  # fmt: skip
+        frame["prompt_logprobs"] = [
+            {"token": c.token, "logprob": c.logprob, "top_logprobs": [[t, lp] for t, lp in c.top]} for c in e.prompt
+        ]
     return frame
 
 

@@ -49,7 +49,7 @@ def test_converter_conventions(tiny_tiled_gguf: Path) -> None:
         a = model.dequantize("blk.0.ssm_a")
         assert a.shape == (cfg.ssm_dt_rank,) and (a < 0).all()
         assert model.tensors["blk.0.ssm_conv1d.weight"].shape == (cfg.conv_dim, 4)
-        for name, info in model.tensors.items():
+        for name in model.tensors:
             assert np.isfinite(model.dequantize(name)).all(), name
 
 

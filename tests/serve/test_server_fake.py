@@ -108,7 +108,7 @@ async def test_bad_input_gets_typed_errors_while_others_carry_on():
         async with await Client.connect(srv.url) as good, await Client.connect(srv.url) as bad:
             prompts = [rand_tokens(rng, 5) for _ in range(3)]
             running = await good.submit_many([dict(tokens=p, max_tokens=30, ignore_eos=True) for p in prompts])
-            for raw, rid, code in BAD_FRAMES:
+            for raw, _rid, _code in BAD_FRAMES:
                 await bad.send_raw(raw)
             await bad.send_raw(json.dumps({"op": "generate", "id": "big", "prompt": "x" * 5000}))
             # a duplicate id of an active request on the same socket
@@ -179,7 +179,7 @@ async def test_no_slot_leak_over_200_cancel_and_disconnect_cycles():
                 await asyncio.sleep(rng.random() * 0.002)
                 await client.cancel(f"x{i}")
                 assert (await f).done is not None
-        for i in range(100):
+        for _ in range(100):
             c = await Client.connect(srv.url)
             await c.submit_many([dict(tokens=rand_tokens(rng, 3), max_tokens=40, ignore_eos=True)])
             await asyncio.sleep(rng.random() * 0.002)
