@@ -13,23 +13,25 @@ converter baked HF's `1 + w` in); `ssm_a = -exp(A_log)`; value heads are tiled (
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
 from qtui.model.config import Qwen35Config
 
 F32 = np.float32
+# numpy's stubs type arithmetic on an ndarray of unknown dtype as Any: cast() gives mypy the ndarray back
 
 
 # --- elementwise helpers (float32 in, float32 out) ---
 
 
 def silu(x: np.ndarray) -> np.ndarray:
-    return x * sigmoid(x)
+    return cast(np.ndarray, x * sigmoid(x))
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
-    return F32(1.0) / (F32(1.0) + np.exp(-x))
+    return cast(np.ndarray, F32(1.0) / (F32(1.0) + np.exp(-x)))
 
 
 def softplus(x: np.ndarray) -> np.ndarray:
@@ -40,18 +42,18 @@ def softplus(x: np.ndarray) -> np.ndarray:
 def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     """x / sqrt(mean(x^2) + eps) * weight over the last axis. x: [..., n] f32, weight: [n] f32."""
     ms = np.mean(x * x, axis=-1, keepdims=True)  # [..., 1] f32
-    return x / np.sqrt(ms + F32(eps)) * weight
+    return cast(np.ndarray, x / np.sqrt(ms + F32(eps)) * weight)
 
 
 def l2_norm(x: np.ndarray, eps: float) -> np.ndarray:
     """x / sqrt(sum(x^2) + eps) over the last axis (llama.cpp build_gdn_l2_norm; HF l2norm with eps 1e-6)."""
-    return x / np.sqrt(np.sum(x * x, axis=-1, keepdims=True) + F32(eps))
+    return cast(np.ndarray, x / np.sqrt(np.sum(x * x, axis=-1, keepdims=True) + F32(eps)))
 
 
 def softmax(x: np.ndarray) -> np.ndarray:
     """Softmax over the last axis, max-subtracted. x: [..., n] f32."""
     e = np.exp(x - np.max(x, axis=-1, keepdims=True))
-    return e / np.sum(e, axis=-1, keepdims=True)
+    return cast(np.ndarray, e / np.sum(e, axis=-1, keepdims=True))
 
 
 def rope_neox(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
@@ -112,7 +114,7 @@ class AttentionWeights:
 
 def ffn(w: FfnWeights, x: np.ndarray) -> np.ndarray:
     """SwiGLU: down(silu(gate x) * up x). x: [D] f32 -> [D] f32."""
-    return w.down @ (silu(w.gate @ x) * (w.up @ x))
+    return cast(np.ndarray, w.down @ (silu(w.gate @ x) * (w.up @ x)))
 
 
 def gated_deltanet(
@@ -149,7 +151,7 @@ def gated_deltanet(
     o = np.einsum("hkv,hk->hv", s, q)  # [H_v, d_v]  S_h^T q_h
 
     o = rms_norm(o, w.norm, cfg.rms_eps) * silu(z)  # gated RMSNorm per head over d_v
-    return w.out @ o.reshape(h_v * d_v)
+    return cast(np.ndarray, w.out @ o.reshape(h_v * d_v))
 
 
 def gated_attention(
@@ -174,4 +176,4 @@ def gated_attention(
     q = q.reshape(n_kv, n_head // n_kv, hd)  # q-head h uses kv-head h // (n_head/n_kv)
     scores = np.einsum("kgd,tkd->kgt", q, keys) * F32(1.0 / np.sqrt(hd))  # [n_kv, group, T]
     attn = np.einsum("kgt,tkd->kgd", softmax(scores), values)  # [n_kv, group, hd]
-    return w.out @ (attn.reshape(n_head * hd) * sigmoid(gate))
+    return cast(np.ndarray, w.out @ (attn.reshape(n_head * hd) * sigmoid(gate)))

@@ -13,7 +13,7 @@ cut into chunks runs exactly the same operations as one call with all the tokens
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -110,7 +110,7 @@ class ReferenceEngine(SlotBook):
 
     def prefill_logits(self, slot: int, tokens: Sequence[int]) -> np.ndarray:
         """Append `tokens` to the slot, token by token; return the logits after the last one: [n_vocab] f32."""
-        return self._prefill_rows(slot, tokens, every_row=False)[-1]
+        return cast(np.ndarray, self._prefill_rows(slot, tokens, every_row=False)[-1])
 
     def _prefill_rows(self, slot: int, tokens: Sequence[int], every_row: bool) -> np.ndarray:
         """Feed `tokens`; logits after each one ([n, n_vocab] f32) or only after the last ([1, n_vocab])."""
@@ -187,7 +187,7 @@ class ReferenceEngine(SlotBook):
         If `trace` is given, the residual stream is appended to it after the embedding and after every layer."""
         cfg = self.config
         pos = int(self._length[slot])
-        h = self._embed[token].copy()  # [D] f32 residual stream
+        h: np.ndarray = self._embed[token].copy()  # [D] f32 residual stream
         if trace is not None:
             trace.append(h.copy())
         for i in range(cfg.n_layer):
@@ -205,7 +205,7 @@ class ReferenceEngine(SlotBook):
 
     def _logits(self, h: np.ndarray) -> np.ndarray:
         """Final norm and LM head: [D] f32 -> [n_vocab] f32."""
-        return self._head @ rms_norm(h, self._output_norm, self.config.rms_eps)
+        return cast(np.ndarray, self._head @ rms_norm(h, self._output_norm, self.config.rms_eps))
 
     def describe(self) -> dict[str, Any]:
         return {

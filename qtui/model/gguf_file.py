@@ -145,7 +145,7 @@ class _CheckedReader(gguf.GGUFReader):
         if count == 0:
             return offs - orig_offs, parts, [], [VT.ARRAY]
         if sub == VT.STRING:
-            mv, size, idxs = memoryview(self.data), len(self.data), []
+            mv, size, idxs = self.data.data, len(self.data), []  # the memmap's buffer, [n] uint8
             for _ in range(count):
                 n = int.from_bytes(mv[offs : offs + 8], "little") if offs + 8 <= size else 0
                 if offs + 8 + n > size:

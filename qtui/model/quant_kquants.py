@@ -13,6 +13,8 @@ bytes decode to the best values those scales allow.
 
 from __future__ import annotations
 
+from typing import cast
+
 import gguf
 import numpy as np
 
@@ -23,7 +25,7 @@ _F32 = np.float32
 
 def _round(x: np.ndarray) -> np.ndarray:
     """Round half away from zero (ggml nearest_int for the values we see)."""
-    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+    return cast(np.ndarray, np.sign(x) * np.floor(np.abs(x) + 0.5))
 
 
 def fit_scale_min(x: np.ndarray, nmax: int, nstep: int = 20) -> tuple[np.ndarray, np.ndarray]:
@@ -62,7 +64,7 @@ def fit_scale_min(x: np.ndarray, nmax: int, nstep: int = 20) -> tuple[np.ndarray
 def _weighted_err(x: np.ndarray, w: np.ndarray, scale: np.ndarray, mn: np.ndarray, nmax: int) -> np.ndarray:
     inv = np.where(scale > 0, 1.0 / np.where(scale > 0, scale, 1.0), 0.0)
     lv = np.clip(_round((x - mn[:, None]) * inv[:, None]), 0, nmax)
-    return (w * (scale[:, None] * lv + mn[:, None] - x) ** 2).sum(1)
+    return cast(np.ndarray, (w * (scale[:, None] * lv + mn[:, None] - x) ** 2).sum(1))
 
 
 def _quantize_6bit(vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -76,7 +78,7 @@ def _quantize_6bit(vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _requantize(x: np.ndarray, ds: np.ndarray, dm: np.ndarray, nmax: int) -> np.ndarray:
     """Round x [nb, 8, 32] against stored scales: L = round((x + dm) / ds) in [0, nmax] (0 where ds == 0)."""
     inv = np.where(ds > 0, 1.0 / np.where(ds > 0, ds, 1.0), 0.0)
-    return np.clip(_round((x + dm) * inv), 0, nmax).astype(np.uint8)
+    return cast(np.ndarray, np.clip(_round((x + dm) * inv), 0, nmax).astype(np.uint8))
 
 
 def pack_scales(sc: np.ndarray, m: np.ndarray) -> np.ndarray:

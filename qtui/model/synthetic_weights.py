@@ -37,7 +37,7 @@ def weight_std(name: str, shape: tuple[int, ...]) -> float:
     """Standard deviation of a 2-D weight's entries."""
     if name in ("token_embd.weight", "output.weight"):
         return 0.25
-    std = 1.0 / np.sqrt(shape[1])
+    std: float = 1.0 / np.sqrt(shape[1])  # np.float64 (a float): kept, it sets the dtype of what it scales
     return std * 0.5 if name.endswith(_RESIDUAL_OUT) else std
 
 

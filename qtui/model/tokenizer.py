@@ -239,9 +239,10 @@ def _build_backend(tokens: list[str], token_types: list[int], merges: list[str],
     vocab = {token: i for i, token in enumerate(spelled)}
     if len(vocab) != len(tokens):
         raise ModelFileError("GGUF metadata key 'tokenizer.ggml.tokens' holds duplicate tokens")
-    pairs = [tuple(m.split(" ")) for m in merges]
-    if any(len(p) != 2 for p in pairs):
+    split = [m.split(" ") for m in merges]
+    if any(len(p) != 2 for p in split):
         raise ModelFileError("GGUF metadata key 'tokenizer.ggml.merges' holds an entry that is not 'left right'")
+    pairs = [(left, right) for left, right in split]
     backend = Backend(models.BPE(vocab=vocab, merges=pairs, fuse_unk=False, byte_fallback=False))
     backend.pre_tokenizer = pre_tokenizers.Sequence(
         [

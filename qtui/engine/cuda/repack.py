@@ -16,6 +16,9 @@ GGUF bytes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import cast
+
 import numpy as np
 
 ROWS = 16  # rows per tile (the MMA's M)
@@ -199,14 +202,16 @@ def _nibbles_of(words: np.ndarray) -> np.ndarray:
     return (w >> sh) & 0xF
 
 
-def _bits_of(words: np.ndarray, slices_per_word: int, bits: int, pos) -> np.ndarray:
+def _bits_of(
+    words: np.ndarray, slices_per_word: int, bits: int, pos: Callable[[np.ndarray, np.ndarray], np.ndarray]
+) -> np.ndarray:
     """High-bit words [..., lane, n] -> [..., s, lane, v, hr] fields of pair k = 2(v & 1) + hr at pos(s, k)."""
     s = np.arange(16).reshape(16, 1, 1, 1)
     v = np.arange(4).reshape(1, 1, 4, 1)
     hr = np.arange(2).reshape(1, 1, 1, 2)
     k = 2 * (v & 1) + hr
     w = np.swapaxes(words, -1, -2)[..., s[:, 0, 0, 0] // slices_per_word, :]  # [..., s, lane]
-    return (w[..., None, None] >> (pos(s, k) + 16 * (v >> 1)).astype(np.uint32)) & ((1 << bits) - 1)
+    return cast(np.ndarray, (w[..., None, None] >> (pos(s, k) + 16 * (v >> 1)).astype(np.uint32)) & ((1 << bits) - 1))
 
 
 def unpack(qtype: str, tiled: np.ndarray, n_out: int, n_in: int) -> np.ndarray:
@@ -238,4 +243,4 @@ def unpack(qtype: str, tiled: np.ndarray, n_out: int, n_in: int) -> np.ndarray:
     else:
         raise ValueError(f"no tiled layout for {qtype}")
     full = w.transpose(0, 2, 1, 3).reshape(T * ROWS, n_in)  # [T, 16, S, 256] -> rows
-    return full[:n_out]
+    return cast(np.ndarray, full[:n_out])

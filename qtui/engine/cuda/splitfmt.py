@@ -9,6 +9,8 @@ and the GEMVs read (tests, tools). x = hi + lo, both bf16 (hi = rn(x), lo = rn(x
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 
@@ -29,7 +31,10 @@ def split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     hi = bf16_round(x)
     lo = bf16_round(x - bf16_value(hi))
     seen = bf16_value(hi) + bf16_value(lo)
-    q = lambda a: a.reshape(*x.shape[:-1], -1, 4)  # noqa: E731
+
+    def q(a: np.ndarray) -> np.ndarray:  # [rows][n] -> [rows][n/4][4]
+        return a.reshape(*x.shape[:-1], -1, 4)
+
     h, l4 = q(hi), q(lo)
     xs = np.stack(
         [
@@ -47,7 +52,7 @@ def slice_sums(seen: np.ndarray) -> np.ndarray:
     """xsum of values already in split form (hi + lo) [rows][n]: float32, in the kernels' order."""
     s = np.asarray(seen, np.float32).reshape(*seen.shape[:-1], -1, 4)
     quad = ((s[..., 0] + s[..., 1]) + (s[..., 2] + s[..., 3])).reshape(*seen.shape[:-1], -1, 4)
-    return ((quad[..., 0] + quad[..., 1]) + (quad[..., 2] + quad[..., 3])).astype(np.float32)
+    return cast(np.ndarray, ((quad[..., 0] + quad[..., 1]) + (quad[..., 2] + quad[..., 3])).astype(np.float32))
 
 
 def join(xs: np.ndarray) -> np.ndarray:

@@ -14,7 +14,7 @@ attention, SwiGLU) write it directly.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from qtui.engine.cuda.driver import DeviceBuffer, Kernel
 from qtui.engine.cuda.kernels import ATTN_PIECE, MMA_TYPES, KernelTable, Split
@@ -62,7 +62,7 @@ class Activations:
     Float32 row-major [rows][width] buffers, split-format buffers (xs + xsum) for the GEMV inputs, logits for
     `head_rows` rows; the step buffer holds int32 tokens[rows] | slots[rows] | pos[rows]; out_tokens int32."""
 
-    def __init__(self, cfg: Qwen35Config, rows: int, head_rows: int, n_pieces: int, stream) -> None:
+    def __init__(self, cfg: Qwen35Config, rows: int, head_rows: int, n_pieces: int, stream: Any) -> None:
         hd = cfg.head_dim
         rows = -(-rows // 16) * 16
         widths = {
