@@ -12,8 +12,9 @@ line carries the tokens it produced and the `done` line the whole reply.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, TypeGuard, overload
 
 from qtui.errors import BadRequest
 from qtui.serve import events as ev
@@ -102,7 +103,7 @@ def decode(rec: dict[str, Any]) -> Line:
     decoder = _DECODERS.get(kind)
     if decoder is None:
         raise RecordError(f"unknown event kind {kind[:40]!r} (written by a newer recorder?)")
-    return decoder(_Fields(rec, kind), float(t))  # type: ignore[arg-type]
+    return decoder(_Fields(rec, kind), float(t))
 
 
 class _Fields:
@@ -131,14 +132,18 @@ class _Fields:
             raise self.fail(key, want.__name__ + (" or null" if nullable else ""))
         return float(value) if want is float else value
 
+    @overload
+    def ints(self, key: str, nullable: Literal[False] = False) -> list[int]: ...
+    @overload
+    def ints(self, key: str, nullable: bool) -> list[int] | None: ...
     def ints(self, key: str, nullable: bool = False) -> list[int] | None:
-        value = self.get(key, list, nullable=nullable)
+        value: list[int] | None = self.get(key, list, nullable=nullable)
         if value is not None and not all(isinstance(x, int) and not isinstance(x, bool) for x in value):
             raise self.fail(key, "a list of integers")
-        return value  # type: ignore[no-any-return]
+        return value
 
 
-def _is_number(x: Any) -> bool:
+def _is_number(x: Any) -> TypeGuard[float]:  # an int or a float, not a bool
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
@@ -182,7 +187,7 @@ def _stats(f: _Fields, t: float) -> StatsLine:
     return StatsLine(t, f.get("frame", dict))
 
 
-_DECODERS = {
+_DECODERS: dict[str, Callable[[_Fields, float], Line]] = {
     "arrival": _arrival,
     "admit": lambda f, t: ev.Admitted(t, f.get("id", str), f.get("slot", int)),
     "prefill": lambda f, t: ev.Prefilled(t, f.get("id", str), f.get("slot", int), f.get("n", int),
