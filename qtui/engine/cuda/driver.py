@@ -28,7 +28,7 @@ def _cu() -> Any:
     return driver
 
 
-def check(result: tuple, call_name: str) -> Any:
+def check(result: tuple[Any, ...], call_name: str) -> Any:
     """Raise CudaError naming the call and the CUresult on failure; else return the outputs (None, one, or tuple)."""
     cu = _cu()
     err = result[0]
@@ -48,7 +48,7 @@ def cuda_available() -> bool:
         if err != cu.CUresult.CUDA_SUCCESS:
             return False
         err, n = cu.cuDeviceGetCount()
-        return err == cu.CUresult.CUDA_SUCCESS and n > 0
+        return bool(err == cu.CUresult.CUDA_SUCCESS and n > 0)  # cuda.bindings is untyped: its values are Any
     except Exception:
         return False
 
@@ -75,7 +75,7 @@ def primary_context(device: int = 0) -> Any:
 
 def device_name() -> str:
     primary_context()
-    raw = check(_cu().cuDeviceGetName(128, _primary["dev"]), "cuDeviceGetName")
+    raw: bytes = check(_cu().cuDeviceGetName(128, _primary["dev"]), "cuDeviceGetName")
     return raw.split(b"\0")[0].decode()
 
 
@@ -103,6 +103,9 @@ def load_module(stem: str) -> Any:
     return module
 
 
+KernelArg = tuple[int | float, type[np.generic]]  # (value, numpy dtype): see Kernel
+
+
 class Kernel:
     """One launch site: a kernel function, grid/block and a prepacked argument array (python_stack.md §1.7
     Form B). Arguments are fixed at construction (pointers to fixed buffers), so the same object serves eager
@@ -121,7 +124,7 @@ class Kernel:
         name: str,
         grid: tuple[int, int, int],
         block: int,
-        args: list[tuple[Any, Any]],
+        args: list[KernelArg],
         shmem: int = 0,
         pdl: bool = True,
     ) -> None:

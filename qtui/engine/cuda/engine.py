@@ -178,7 +178,8 @@ class CudaEngine(SlotBook):
         tokens: Sequence[int],
         want_logits: bool,
         sampling: Sequence[SamplingParams] | None = None,
-    ) -> tuple[list[int], list]:
+    ) -> tuple[list[int], list[np.ndarray]]:
+        """Tokens of the m rows, and (want_logits) their logits in parts of at most max_rows rows."""
         drv.primary_context()
         slots = [int(s) for s in slots]
         ids = self._check_tokens(tokens)
@@ -187,7 +188,8 @@ class CudaEngine(SlotBook):
         for slot in slots:
             self._check_slot(slot)
             self._check_room(slot, 1)
-        out, logits = [], []
+        out: list[int] = []
+        logits: list[np.ndarray] = []
         if sampling is not None and all(p.is_greedy for p in sampling):
             sampling = None  # plain argmax: the greedy path
         step = self.max_rows
@@ -195,7 +197,8 @@ class CudaEngine(SlotBook):
             part = None if sampling is None else sampling[i : i + step]
             toks, lg = self._run_decode(slots[i : i + step], ids[i : i + step], want_logits, part)
             out += toks
-            logits.append(lg)
+            if lg is not None:
+                logits.append(lg)
         return out, logits
 
     def decode(self, slots: Sequence[int], tokens: Sequence[int],

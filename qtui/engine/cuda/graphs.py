@@ -1,6 +1,6 @@
 """Graph cache: one CUDA graph per step shape, captured on first use, replayed after (python_stack.md §2).
 
-The key is what really changes the launched work: (m rows, with or without the LM head, rows per slot run:
+The key is what really changes the launched work: (m rows, which rows run the LM head, rows per slot run:
 1 for a decode step, m for a prefill chunk). Everything else (token ids, slot ids, positions, slot lengths)
 is read by the kernels from fixed device buffers, refreshed by a stream-ordered copy before each replay, so
 one graph serves every step of that shape.
@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from qtui.engine.cuda.driver import Kernel, check
+from qtui.engine.cuda.step import Head
 
-GraphKey = tuple[int, bool, int]  # (m rows, head, rows per slot run)
+GraphKey = tuple[int, Head, int]  # (m rows, LM head "none" | "all" | "last", rows per slot run)
 
 
 def _cu() -> Any:

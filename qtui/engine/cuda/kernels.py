@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from qtui.engine.cuda.driver import DeviceBuffer, Kernel, check, load_module
+from qtui.engine.cuda.driver import DeviceBuffer, Kernel, KernelArg, check, load_module
 from qtui.engine.cuda.repack import TILED_TYPES, n_tiles
 
 P, I32, I64, F32 = np.uint64, np.int32, np.int64, np.float32
@@ -126,7 +126,7 @@ class KernelTable:
         name: str,
         grid: tuple[int, int, int],
         block: int,
-        args: list,
+        args: list[KernelArg],
         pdl: bool = True,
     ) -> Kernel:
         return Kernel(self.fn(module, name), name, grid, block, args, pdl=pdl)
@@ -155,7 +155,7 @@ class KernelTable:
             blocks = mma_blocks_per_group(groups, n_in // 256)
             passes = -(-m // (8 * nt))
             self._check_scratch(passes, groups, blocks, nt)
-            args = [(w, P), (x.xs, P), (x.xsum, P), (res, P)]
+            args: list[KernelArg] = [(w, P), (x.xs, P), (x.xsum, P), (res, P)]
             for y, n in outs:
                 args += [(y, P), (n, I32)]
             args += [(n_in, I32), (m, I32), (tiles, I32), (blocks, I32), (self.scratch, P), (self.counters, P)]
@@ -168,7 +168,7 @@ class KernelTable:
         M, groups, rb, n_in = fma_bucket(m), -(-m // 16), row_bytes(qtype, x.n), x.n
         if len(outputs) == 1:
             ((y, n),) = outputs
-            args = [(w, P), (x.xs, P), (y, P), (res, P), (n_in, I32), (n, I32), (rb, I64)]
+            args: list[KernelArg] = [(w, P), (x.xs, P), (y, P), (res, P), (n_in, I32), (n, I32), (rb, I64)]
             return self._site(f"gemv_{qtype}", f"gemv_{qtype}_m{M}", (-(-n // 4), groups, 1), 128, args)
         assert res == 0, "the multi-matrix FMA kernel has no residual"
         args, ptr = [], w
@@ -185,7 +185,7 @@ class KernelTable:
         nt, groups = mma_token_tiles(m), mma_groups(n_tiles(act.n), 2)
         blocks, passes = mma_blocks_per_group(groups, x.n // 256), -(-m // (8 * nt))
         self._check_scratch(passes, groups, blocks, nt)
-        args = [
+        args: list[KernelArg] = [
             (w_gate, P),
             (w_up, P),
             (x.xs, P),
@@ -211,7 +211,7 @@ class KernelTable:
         """out[m][n_embd] float32 = dequantized rows tokens[0..m) of the table (tiled for the integer quants).
         Grid (m), 256 threads. The first kernel of a step: a plain launch."""
         if qtype in MMA_TYPES:
-            args = [(table, P), (tokens, P), (out, P), (n_embd, I32)]
+            args: list[KernelArg] = [(table, P), (tokens, P), (out, P), (n_embd, I32)]
         else:
             args = [(table, P), (tokens, P), (out, P), (n_embd, I32), (row_bytes(qtype, n_embd), I64)]
         return self._site(f"gemv_{qtype}", f"embed_{qtype}", (m, 1, 1), 256, args, pdl=False)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from qtui.engine.cuda.driver import DeviceBuffer, Kernel, PinnedArray
+from qtui.engine.cuda.driver import DeviceBuffer, Kernel, KernelArg, PinnedArray
 from qtui.engine.sampling import MAX_LOGPROBS, Choice, SamplingParams
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ class Sampler:
         self._lp_host = PinnedArray((rows, 1 + MAX_TOP), np.float32)
         self._ids_host = PinnedArray((rows, MAX_TOP), np.int32)
         self._max_context = max_context
-        self._sites: dict[tuple, Kernel] = {}
+        self._sites: dict[tuple[str | int, ...], Kernel] = {}  # (name, m, *pointers)
 
     def zero_slot(self, slot: int) -> None:
         nbytes = self.n_vocab * 4
@@ -78,7 +78,7 @@ class Sampler:
 
     # ---- launch sites (cached: arguments are fixed pointers) ---------------------------------------------
     def _site(self, name: str, m: int, *ptrs: int) -> Kernel:
-        key = (name, m, *ptrs)
+        key: tuple[str | int, ...] = (name, m, *ptrs)
         if key not in self._sites:
             bufs = {
                 "params": int(self.params),
@@ -147,8 +147,8 @@ def site(fn: Any, name: str, m: int, n: int, ptrs: tuple[int, ...], bufs: dict[s
     """A launch site of ptx/sampling.cu (plain launches: these kernels are not PDL-aware, and they read the
     logits the step just wrote). `ptrs` are the per-site pointers, `bufs` the sampler's own buffers."""
     if name == "sample_rows":  # (logits, params, prompt_counts, output_counts, n, tokens)
-        args = [(ptrs[0], P), (bufs["params"], P), (bufs["prompt_counts"], P), (bufs["output_counts"], P),
-                (n, I32), (ptrs[1], P)]  # fmt: skip
+        args: list[KernelArg] = [(ptrs[0], P), (bufs["params"], P), (bufs["prompt_counts"], P),
+                                 (bufs["output_counts"], P), (n, I32), (ptrs[1], P)]  # fmt: skip
         return Kernel(fn, name, (m, 1, 1), SAMPLE_THREADS, args, pdl=False)
     if name == "logprob_rows":  # (logits, params, targets, n, lp, top_ids)
         args = [(ptrs[0], P), (bufs["params"], P), (ptrs[1], P), (n, I32), (bufs["lp"], P), (bufs["top_ids"], P)]
