@@ -12,7 +12,7 @@ import json.encoder
 import re
 import secrets
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from qtui.engine.sampling import SamplingParams
 from qtui.errors import BadRequest, DuplicateId, InvalidParameter, MessageTooLarge, RequestError, UnknownOp
@@ -108,7 +108,7 @@ def _parse_op(frame: dict[str, Any], max_context: int, n_vocab: int) -> ClientMe
     raise UnknownOp(f"unknown op {op[:64]!r}: expected generate, cancel, subscribe or info")
 
 
-def _is_valid_id(rid: Any) -> bool:
+def _is_valid_id(rid: Any) -> TypeGuard[str]:
     return isinstance(rid, str) and 0 < len(rid) <= MAX_ID_CHARS and _LONE_SURROGATE.search(rid) is None
 
 
@@ -116,7 +116,7 @@ def _parse_id(frame: dict[str, Any]) -> str:
     rid = frame.get("id")
     if not _is_valid_id(rid):
         raise BadRequest(f"`id` must be a non-empty string of at most {MAX_ID_CHARS} characters (valid Unicode)")
-    return rid  # type: ignore[no-any-return]
+    return rid
 
 
 def _check_text(field: str, text: str) -> None:
@@ -125,6 +125,18 @@ def _check_text(field: str, text: str) -> None:
     if hit is not None:
         where = f"lone surrogate U+{ord(hit.group()):04X} at index {hit.start()}"
         raise BadRequest(f"`{field}` is not valid Unicode: {where}")
+
+
+def _is_messages(messages: Any) -> TypeGuard[list[dict[str, Any]]]:
+    """1 to MAX_MESSAGES {role: str, content: str} objects."""
+    return (
+        isinstance(messages, list)
+        and 0 < len(messages) <= MAX_MESSAGES
+        and all(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+            for m in messages
+        )
+    )
 
 
 def _parse_generate(frame: dict[str, Any], max_context: int, n_vocab: int) -> Generate:
@@ -141,15 +153,7 @@ def _parse_generate(frame: dict[str, Any], max_context: int, n_vocab: int) -> Ge
         if not isinstance(tokens, list) or not all(_is_int(t) and 0 <= t < n_vocab for t in tokens):
             raise BadRequest(f"`tokens` must be a list of token ids in [0, {n_vocab})")
     if "messages" in frame:
-        ok = (
-            isinstance(messages, list)
-            and 0 < len(messages) <= MAX_MESSAGES
-            and all(
-                isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
-                for m in messages
-            )
-        )
-        if not ok:
+        if not _is_messages(messages):
             raise BadRequest(f"`messages` must be a list of 1 to {MAX_MESSAGES} {{role: str, content: str}}")
         for i, m in enumerate(messages):
             _check_text(f"messages[{i}].role", m["role"])

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import cast
 
 from qtui.engine.base import BatchEngine
 from qtui.engine.sampling import GREEDY, Choice
@@ -153,11 +154,12 @@ class Scheduler:
     def engine_failed(self, exc: Exception) -> list[ev.Event]:
         """`step()` raised: error every live request with the engine's own code and failing call (`internal`
         for an exception that is not an `EngineError`). After a fatal one, every later submit is refused."""
-        is_engine = isinstance(exc, EngineError)
-        code = exc.code if is_engine else "internal"
-        detail = exc.message if is_engine else f"{type(exc).__name__}: {exc}"
-        out = self.abort_all(code, f"engine step failed: {detail}", exc.call if is_engine else None)
-        if is_engine and exc.is_fatal:
+        if isinstance(exc, EngineError):
+            code, detail, call, is_fatal = exc.code, exc.message, exc.call, exc.is_fatal
+        else:
+            code, detail, call, is_fatal = "internal", f"{type(exc).__name__}: {exc}", None, False
+        out = self.abort_all(code, f"engine step failed: {detail}", call)
+        if is_fatal:
             self.failure = EngineFailed(f"the engine failed for good ({detail}); restart the server")
         return out
 
@@ -236,10 +238,10 @@ class Scheduler:
             self._decode_rows(reqs[i : i + self.max_rows], out, verify)
 
     def _decode_rows(self, reqs: list[Request], out: list[ev.Event], verify: bool) -> None:
-        slots = [r.slot for r in reqs]
+        slots = cast(list[int], [r.slot for r in reqs])  # decoding requests hold a slot (no per-row check here)
         feed = [r.tokens[-1] for r in reqs]
         t0 = time.perf_counter()
-        produced, choices = self._decode_call(reqs, slots, feed)  # type: ignore[arg-type]
+        produced, choices = self._decode_call(reqs, slots, feed)
         ms = (time.perf_counter() - t0) * 1e3
         t_step = self.clock()  # one clock reading for the step's tokens: this loop runs per token
         assert len(produced) == len(reqs)
@@ -251,10 +253,12 @@ class Scheduler:
             self._accept(req, tok, out, choice if req.params.sampling.logprobs is not None else None, t_step)
         # the Step goes before its tokens; queue/active as they stand after the step's retirements
         queue, active = len(self._waiting), len(self._running)
-        step = ev.Step(t_step, len(reqs), ms, slots, list(produced), queue, active, verify)  # type: ignore[arg-type]
+        step = ev.Step(t_step, len(reqs), ms, slots, list(produced), queue, active, verify)
         out.insert(pos, step)
 
-    def _decode_call(self, reqs: list[Request], slots: list[int], feed: list[int]) -> tuple[list[int], list]:
+    def _decode_call(
+        self, reqs: list[Request], slots: list[int], feed: list[int]
+    ) -> tuple[list[int], Sequence[Choice | None]]:
         """The batch's decode: the plain greedy call when every row is greedy without logprobs (today's path)."""
         sampling = [r.params.sampling for r in reqs]
         if any(p.logprobs is not None for p in sampling):

@@ -49,7 +49,10 @@ class WsRoute:
 
 
 class WebSocketSide:
-    async def handle_websocket(self: QtuiServer, websocket: WebSocket) -> None:
+    """A mixin of `QtuiServer` (its only subclass). Its methods annotate `self: QtuiServer`, so mypy checks their
+    bodies against the server; mypy reports such a self-type on a mixin as [misc], hence the per-def ignores."""
+
+    async def handle_websocket(self: QtuiServer, websocket: WebSocket) -> None:  # type: ignore[misc]
         """One client socket: refuse (401 / 503) or accept, then read frames until it closes."""
         denial = self._handshake_denial(websocket)
         if denial is not None:
@@ -82,7 +85,7 @@ class WebSocketSide:
                 self.cancel(rid)  # nobody to tell; the engine frees the slots
             sender.cancel()
 
-    async def _read_frames(self: QtuiServer, websocket: WebSocket, conn: Connection) -> None:
+    async def _read_frames(self: QtuiServer, websocket: WebSocket, conn: Connection) -> None:  # type: ignore[misc]
         while not conn.is_dropped:
             message = await websocket.receive()
             if message["type"] == "websocket.disconnect":
@@ -91,7 +94,7 @@ class WebSocketSide:
             # one frame at a time (a cancel never overtakes its generate); other connections run meanwhile
             await self._on_frame(conn, raw if raw is not None else message.get("bytes", b""))
 
-    def _handshake_denial(self: QtuiServer, websocket: WebSocket) -> PlainTextResponse | None:
+    def _handshake_denial(self: QtuiServer, websocket: WebSocket) -> PlainTextResponse | None:  # type: ignore[misc]
         key = self.settings.api_key
         if key and not is_authorized(websocket.headers, websocket.query_params, key):
             return PlainTextResponse("unauthorized: missing or wrong API key\n", status_code=401)
@@ -99,7 +102,7 @@ class WebSocketSide:
             return PlainTextResponse("server shutting down\n", status_code=503)
         return None
 
-    async def _close_connection(self: QtuiServer, conn: Connection) -> None:
+    async def _close_connection(self: QtuiServer, conn: Connection) -> None:  # type: ignore[misc]
         """Flush what is queued, then close with 1001; a socket that cannot take it in time is aborted."""
         if conn.is_dropped:
             return
@@ -108,7 +111,7 @@ class WebSocketSide:
         conn.drop()
 
     # ---- frames --------------------------------------------------------------------------------------------
-    async def _on_frame(self: QtuiServer, conn: Connection, raw: str | bytes) -> None:
+    async def _on_frame(self: QtuiServer, conn: Connection, raw: str | bytes) -> None:  # type: ignore[misc]
         try:
             limits = {"max_context": self.engine.max_context, "n_vocab": self.n_vocab}
             msg = proto.parse_client_frame(raw, max_bytes=self.settings.max_message_bytes, **limits)
@@ -127,7 +130,7 @@ class WebSocketSide:
         elif isinstance(msg, proto.Info):
             conn.send({"op": "info", **self.info()})
 
-    async def _on_generate(self: QtuiServer, conn: Connection, msg: proto.Generate) -> None:
+    async def _on_generate(self: QtuiServer, conn: Connection, msg: proto.Generate) -> None:  # type: ignore[misc]
         arrival_t = time.monotonic()
         if (refusal := self._refusal(conn, msg.id)) is not None:
             conn.send(refusal)
@@ -144,7 +147,7 @@ class WebSocketSide:
         seed = None if msg.params.sampling.is_greedy else msg.params.sampling.seed
         self.submit(rid, WsRoute(conn, msg.id, seed), tokens, msg.params, arrival_t)
 
-    def _refusal(self: QtuiServer, conn: Connection, client_id: str) -> dict[str, Any] | None:
+    def _refusal(self: QtuiServer, conn: Connection, client_id: str) -> dict[str, Any] | None:  # type: ignore[misc]
         """The error frame for a generate refused before it reaches the scheduler, or None."""
         if client_id in conn.active:
             return proto.duplicate_id_frame(client_id)

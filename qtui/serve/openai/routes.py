@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
@@ -24,7 +24,7 @@ from qtui.errors import InvalidParameter, QtuiError
 from qtui.serve import events as ev
 from qtui.serve.auth import is_authorized
 from qtui.serve.openai.render import TokenText, chat_logprobs, completion_logprobs, sse, usage
-from qtui.serve.openai.run import EventStream, Run
+from qtui.serve.openai.run import EventStream, Job, Run
 from qtui.serve.openai.schemas import ApiError, ChatCompletionRequest, CompletionRequest, validation_error
 from qtui.serve.request import GenerateParams
 
@@ -150,7 +150,7 @@ def _sampling(body: Any, n_logprobs: int | None) -> SamplingParams:
 
 
 def _jobs(srv: QtuiServer, body: Any, prompts: list[list[int]], max_tokens: int, sampling: SamplingParams,
-          prompt_logprobs: bool) -> list[tuple[list[int], GenerateParams]]:  # fmt: skip
+          prompt_logprobs: bool) -> list[Job]:  # fmt: skip
     if srv.is_draining:
         raise ApiError(503, "server is draining: not admitting new requests", type="server_error",
                        code="shutting_down")  # fmt: skip
@@ -179,12 +179,19 @@ def _with_seed(p: SamplingParams, seed: int) -> SamplingParams:
     return dataclasses.replace(p, seed=seed)
 
 
-async def _completion_jobs(srv: QtuiServer, body: CompletionRequest) -> tuple[Call, list]:
+def _prompt_batch(raw: str | list[str] | list[int] | list[list[int]]) -> list[str | list[int]]:
+    """The `prompt` field as a batch: a string or one list of token ids is a batch of one. Pydantic has checked
+    that a list holds one kind (str, int or list[int]), which is what the casts state."""
+    if isinstance(raw, str):
+        return [raw]
+    if raw and all(isinstance(x, int) for x in raw):
+        return [cast(list[int], raw)]
+    return cast(list[str | list[int]], raw)
+
+
+async def _completion_jobs(srv: QtuiServer, body: CompletionRequest) -> tuple[Call, list[Job]]:
     _check_model(srv, body.model)
-    raw = body.prompt
-    if isinstance(raw, str) or (raw and all(isinstance(x, int) for x in raw)):
-        raw = [raw]  # type: ignore[list-item]
-    prompts = [list(p) if isinstance(p, list) else await srv.tokenize(p) for p in raw]  # type: ignore[union-attr]
+    prompts = [list(p) if isinstance(p, list) else await srv.tokenize(p) for p in _prompt_batch(body.prompt)]
     if any(not 0 <= t < srv.n_vocab for p in prompts for t in p):
         raise ApiError(400, f"prompt token ids must be in [0, {srv.n_vocab})", param="prompt")
     max_tokens = DEFAULT_COMPLETION_TOKENS if body.max_tokens is None else body.max_tokens
@@ -207,7 +214,7 @@ async def _completion_jobs(srv: QtuiServer, body: CompletionRequest) -> tuple[Ca
     return call, jobs
 
 
-async def _chat_jobs(srv: QtuiServer, body: ChatCompletionRequest) -> tuple[Call, list]:
+async def _chat_jobs(srv: QtuiServer, body: ChatCompletionRequest) -> tuple[Call, list[Job]]:
     _check_model(srv, body.model)
     messages = [{"role": m.role, "content": m.text()} for m in body.messages]
     try:
@@ -236,7 +243,7 @@ def _fingerprint(srv: QtuiServer) -> str:
 # ---- running ---------------------------------------------------------------------------------------------
 
 
-async def _serve(srv: QtuiServer, request: Request, body: Any, call: Call, jobs: list) -> Response:
+async def _serve(srv: QtuiServer, request: Request, body: Any, call: Call, jobs: list[Job]) -> Response:
     run = Run(srv, jobs)
     first = await _first(run, request)
     if body.stream:

@@ -16,6 +16,7 @@ from qtui.serve.request import GenerateParams
 if TYPE_CHECKING:
     from qtui.serve.server import QtuiServer
 
+Job = tuple[list[int], GenerateParams]  # one choice to generate: (prompt token ids, its parameters)
 Received = tuple[int, ev.Token | ev.Done | ev.Error | None]  # (choice index, event); None: client gone
 
 
@@ -31,7 +32,7 @@ class _QueueRoute:
 class Run:
     """Submits every job at once (so they can share a batch) and hands their events out in arrival order."""
 
-    def __init__(self, srv: QtuiServer, jobs: list[tuple[list[int], GenerateParams]]) -> None:
+    def __init__(self, srv: QtuiServer, jobs: list[Job]) -> None:
         self.srv = srv
         self.queue: asyncio.Queue[Received] = asyncio.Queue()
         number = srv.next_number()
