@@ -27,10 +27,15 @@ from qtui.model.config import Qwen35Config
 @runtime_checkable
 class BatchEngine(Protocol):
     name: str  # "cpu" (numpy reference) or "cuda"
-    config: Qwen35Config
     max_slots: int  # slot ids are 0 .. max_slots-1
     max_rows: int  # the most rows (slots) ONE `decode` call may hold; the scheduler never passes more
     max_context: int  # tokens a slot may hold (prompt + generated)
+
+    @property
+    def config(self) -> Qwen35Config | None:
+        """The model's shape; None where no model is behind the engine (test fakes, tools.overhead), and the
+        server then takes n_vocab from the tokenizer. Read-only here, so an engine may declare it narrower."""
+        ...
 
     def alloc_slot(self) -> int:
         """Take a free slot, zero its state and length, return its id. Raises `Overloaded` when none is free."""

@@ -21,7 +21,10 @@ import json
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from qtui.engine.sampling import Choice, SamplingParams
 
 EOS = 0
 
@@ -74,6 +77,14 @@ class PacedEngine:
             self._length[s] += 1
         return [self._next(s) for s in slots]
 
+    def prefill_choices(self, slot: int, tokens: Sequence[int], sampling: SamplingParams,
+                        targets: Sequence[int | None] | None = None) -> list[Choice]:  # fmt: skip
+        raise NotImplementedError("the paced engine has no logits: greedy requests without logprobs only")
+
+    def decode_choices(self, slots: Sequence[int], tokens: Sequence[int],
+                       sampling: Sequence[SamplingParams]) -> list[Choice]:  # fmt: skip
+        raise NotImplementedError("the paced engine has no logits: greedy requests without logprobs only")
+
     def describe(self) -> dict[str, Any]:
         return {"engine": "paced", "device": f"sleep {self.step_s * 1e3:g} ms per step", "max_slots": self.max_slots,
                 "max_context": self.max_context}  # fmt: skip
@@ -82,7 +93,7 @@ class PacedEngine:
 class PieceDetokenizer:
     """Streams each token's own piece (`tok.piece(id)`): a tokenizer whose pieces are whole characters."""
 
-    def __init__(self, tok: Any) -> None:
+    def __init__(self, tok: LetterTokenizer) -> None:
         self.tok = tok
 
     def push(self, token_id: int) -> str:
