@@ -16,9 +16,12 @@ import argparse
 import json
 import statistics
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from qtui.engine.cuda.engine import CudaEngine
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -90,7 +93,7 @@ def read_bandwidth(nbytes: int = 1 << 31, reps: int = 10) -> float:
 
 
 def _prompt(rng: np.random.Generator, n_vocab: int, n: int) -> list[int]:
-    return rng.integers(0, n_vocab, n).tolist()
+    return cast(list[int], rng.integers(0, n_vocab, n).tolist())  # tolist() of int64: Python ints
 
 
 def ladder_rung(
@@ -110,7 +113,8 @@ def ladder_rung(
     sampling = [SamplingParams(temperature=0.8, top_p=0.95, seed=i) for i in range(c)] if sampled else None
 
     def step(toks: list[int]) -> list[int]:
-        return engine.decode(slots, toks, sampling) if sampled else engine.decode(slots, toks)
+        out: list[int] = engine.decode(slots, toks, sampling) if sampled else engine.decode(slots, toks)
+        return out
 
     for _ in range(4):  # warm-up: graph capture for m = c
         toks = step(toks)
@@ -184,7 +188,7 @@ def mixed_rung(engine: Any, c: int, long_prompt: int, steps: int, rng: np.random
     }
 
 
-def profile_step(engine: Any, m: int, reps: int = 5) -> list[dict[str, Any]]:
+def profile_step(engine: CudaEngine, m: int, reps: int = 5) -> list[dict[str, Any]]:
     """GPU time of the m-row step split by kernel name: the launches of one name, in step order, captured as
     their own graph and replayed (median of reps). The weights stream from memory as in the real step, so
     the parts add up to about the whole step. [{name, launches, us}], slowest first, plus a "whole step" row."""
@@ -195,7 +199,7 @@ def profile_step(engine: Any, m: int, reps: int = 5) -> list[dict[str, Any]]:
     engine._stage(0, slots, [0] * m)
     engine.acts.step.upload(engine._staging.array[0], engine.stream)
     plan = engine._plan(m, "all")
-    groups: dict[str, list] = {"whole step": plan}
+    groups: dict[str, list[drv.Kernel]] = {"whole step": plan}
     for k in plan:
         groups.setdefault(k.name, []).append(k)
     cache, e0, e1 = GraphCache(engine.stream), drv.Event(), drv.Event()
@@ -243,7 +247,10 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         or ladder_rung(engine, c_sampled, args.steps, rng),
         "sampled": ladder_rung(engine, c_sampled, args.steps, rng, sampled=True),
     }
-    profile = {m: profile_step(engine, m) for m in (1, max(rungs))} if args.profile and cuda else {}
+    if args.profile and cuda:  # engine "cuda": load_engine built a CudaEngine (or raised)
+        profile = {m: profile_step(cast("CudaEngine", engine), m) for m in (1, max(rungs))}
+    else:
+        profile = {}
     return {
         "profile": profile,
         "model": str(args.model),

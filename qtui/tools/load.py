@@ -13,6 +13,10 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 DEFAULT_LEVELS = (1, 4, 8, 16)
 
@@ -127,7 +131,7 @@ async def climb(
     return results
 
 
-def summary_table(results: list[LevelResult]):  # -> rich.table.Table (rich is imported lazily)
+def summary_table(results: list[LevelResult]) -> Table:  # rich is imported lazily
     from rich.table import Table
 
     table = Table(title="qtui demo: concurrency climb")

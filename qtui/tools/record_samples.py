@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import shutil
 import tempfile
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 SAMPLE_MAX_CONTEXT = 128  # small, so a prompt_too_long error is easy to provoke
@@ -52,7 +53,7 @@ async def cancel_error_session(url: str) -> None:
         await asyncio.sleep(2.0)  # idle: --verify-parity re-runs finish
 
 
-async def record(model: Path, session, directory: Path) -> Path:
+async def record(model: Path, session: Callable[[str], Awaitable[None]], directory: Path) -> Path:
     from qtui.serve.main import start_server
 
     async with start_server(
@@ -66,7 +67,7 @@ async def record(model: Path, session, directory: Path) -> Path:
         record=directory,
     ) as srv:
         assert srv.recorder is not None
-        path = srv.recorder.path
+        path: Path = srv.recorder.path
         await session(srv.url)
     return path
 

@@ -12,10 +12,13 @@ import asyncio
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from qtui.serve import events as ev
 from qtui.serve.reply import first_divergence
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 EXIT_DIFFERENT = 1
 
@@ -118,7 +121,7 @@ async def send_all(url: str, requests: list[Replayed], speed: float, api_key: st
         await asyncio.gather(*(c.close() for c in sockets.values()))
 
 
-def report_table(requests: list[Replayed]):  # -> rich.table.Table
+def report_table(requests: list[Replayed]) -> Table:  # rich is imported lazily
     from rich.table import Table
 
     table = Table(title="replies that differ from the recording")

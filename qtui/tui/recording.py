@@ -47,7 +47,9 @@ def identity_of(header: dict[str, Any]) -> dict[str, Any]:
     put in its frames), or, for older recordings, the same fields rebuilt from the header."""
     if isinstance(header.get("identity"), dict):
         return dict(header["identity"])
-    settings = header.get("settings") if isinstance(header.get("settings"), dict) else {}
+    settings = header.get("settings")
+    if not isinstance(settings, dict):
+        settings = {}
     slots = settings.get("max_slots", settings.get("max_batch", 0))
     return {"model": Path(str(header.get("model", "?"))).name, "engine": header.get("engine", "?"),
             "device": header.get("device", "?"), "max_slots": slots, "max_batch": slots}  # fmt: skip
