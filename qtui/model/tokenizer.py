@@ -198,7 +198,7 @@ class Tokenizer:
             except UnicodeDecodeError:
                 piece = None
             self._whole[token_id] = piece
-        return piece  # type: ignore[return-value]
+        return piece  # type: ignore[return-value]  # never _UNSEEN here: it was replaced just above
 
     def apply_chat_template(
         self, messages: list[dict[str, Any]], add_generation_prompt: bool = True, **template_kwargs: Any

@@ -179,14 +179,16 @@ class Scheduler:
     def _admit(self, out: list[ev.Event]) -> None:
         while self._waiting and self.engine.num_free_slots() > 0:
             req = self._waiting.popleft()
-            self._start(req)
+            slot = self._start(req)
             self._running[req.rid] = req
-            out.append(ev.Admitted(self.clock(), req.rid, req.slot))  # type: ignore[arg-type]
+            out.append(ev.Admitted(self.clock(), req.rid, slot))
 
-    def _start(self, req: Request) -> None:
-        req.slot = self.engine.alloc_slot()
+    def _start(self, req: Request) -> int:
+        """Give `req` a slot (returned) and start its prefill."""
+        slot = req.slot = self.engine.alloc_slot()
         req.status = Status.PREFILL
         req.detok = self.codec.new_detokenizer()
+        return slot
 
     def _prefill(self, reqs: list[Request], out: list[ev.Event]) -> None:
         """Feed up to `max_prefill_tokens` prompt tokens in all, to `reqs` in order (admission order)."""

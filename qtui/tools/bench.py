@@ -205,11 +205,11 @@ def profile_step(engine: CudaEngine, m: int, reps: int = 5) -> list[dict[str, An
     cache, e0, e1 = GraphCache(engine.stream), drv.Event(), drv.Event()
     rows = []
     for i, (name, kernels) in enumerate(groups.items()):
-        cache.capture((i, name), kernels)  # type: ignore[arg-type]
+        cache.capture((i, name), kernels)  # type: ignore[arg-type]  # this cache is private: any key will do
         times = []
         for _ in range(reps + 2):
             e0.record(engine.stream)
-            cache.replay((i, name))  # type: ignore[arg-type]
+            cache.replay((i, name))  # type: ignore[arg-type]  # (see capture)
             e1.record(engine.stream)
             e1.synchronize()
             times.append(e1.elapsed_ms(e0) * 1e3)

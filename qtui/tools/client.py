@@ -144,7 +144,7 @@ class Client:
         elif op == "info":
             self._infos.put_nowait(frame)
         elif op in ("token", "done", "error"):
-            entry = self._pending.get(frame.get("id"))  # type: ignore[arg-type]
+            entry = self._pending.get(frame.get("id"))  # type: ignore[arg-type]  # no id: no entry
             if entry is None:
                 if op == "error":
                     self.unrouted_errors.append(frame)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from qtui.errors import BadRequest
+from qtui.serve import events as ev
 from qtui.serve import records
 from qtui.serve.records import Line, RecordError, StatsLine
 from qtui.serve.stats import StatsFeed
@@ -135,10 +136,10 @@ def rebuild_frames(header: dict[str, Any], events: list[Line], interval: float =
             else:
                 feed.consume([line])
         return frames
-    return _frames_every(feed, events, interval)
+    return _frames_every(feed, [line for line in events if not isinstance(line, StatsLine)], interval)
 
 
-def _frames_every(feed: StatsFeed, events: list[Line], interval: float) -> list[TimedFrame]:
+def _frames_every(feed: StatsFeed, events: list[ev.Event], interval: float) -> list[TimedFrame]:
     frames: list[TimedFrame] = []
     k = 1
     next_t = records.session_t(interval, 0.0)
@@ -147,7 +148,7 @@ def _frames_every(feed: StatsFeed, events: list[Line], interval: float) -> list[
             frames.append(TimedFrame(next_t, feed.frame(next_t)))
             k += 1
             next_t = records.session_t(k * interval, 0.0)  # no accumulated float error: frame k at k * interval
-        feed.consume([line])  # type: ignore[list-item]
+        feed.consume([line])
     end = max((line.t for line in events), default=0.0)
     while next_t < end + interval:
         frames.append(TimedFrame(next_t, feed.frame(next_t)))

@@ -216,5 +216,5 @@ def prefill_choices(eng: CudaEngine, slot: int, tokens: Sequence[int], sampling:
         s.targets.upload(s._targets_host.array[: len(piece)], s.stream)
         s.stage([slot] * len(piece), [0] * len(piece), [sampling] * len(piece))
         s.logprobs(len(piece), eng.acts["logits"], int(s.targets))
-        out += s.fetch_choices(len(piece), wanted, [sampling] * len(piece))  # type: ignore[arg-type]
+        out += s.fetch_choices(len(piece), wanted, [sampling] * len(piece))  # type: ignore[arg-type]  # None filled
     return out

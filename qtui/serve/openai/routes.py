@@ -10,7 +10,7 @@ import asyncio
 import secrets
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -88,12 +88,12 @@ def routes(srv: QtuiServer) -> list[Route]:
                 "max_model_len": srv.engine.max_context}  # fmt: skip
         return JSONResponse({"object": "list", "data": [card]})
 
-    async def completions(request: Request) -> Response:
+    async def completions(request: Request) -> Response | EventStream:
         _authorize(srv, request)
         body = await _parse(request, CompletionRequest)
         return await _serve(srv, request, body, *await _completion_jobs(srv, body))
 
-    async def chat(request: Request) -> Response:
+    async def chat(request: Request) -> Response | EventStream:
         _authorize(srv, request)
         body = await _parse(request, ChatCompletionRequest)
         return await _serve(srv, request, body, *await _chat_jobs(srv, body))
@@ -243,12 +243,12 @@ def _fingerprint(srv: QtuiServer) -> str:
 # ---- running ---------------------------------------------------------------------------------------------
 
 
-async def _serve(srv: QtuiServer, request: Request, body: Any, call: Call, jobs: list[Job]) -> Response:
+async def _serve(srv: QtuiServer, request: Request, body: Any, call: Call, jobs: list[Job]) -> Response | EventStream:
     run = Run(srv, jobs)
     first = await _first(run, request)
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        return EventStream(run, _stream(run, call, first, include_usage, TokenText(srv.tokenizer)))  # type: ignore[return-value]
+        return EventStream(run, _stream(run, call, first, include_usage, TokenText(srv.tokenizer)))
     got = [Got() for _ in jobs]
     received: tuple[int, Any] | None = first
     while received is not None:
@@ -323,7 +323,7 @@ def _echo_entries(call: Call, i: int, g: Got) -> list[tuple[int, Choice | None]]
 
 
 async def _stream(run: Run, call: Call, first: tuple[int, Any], include_usage: bool,
-                  tt: TokenText) -> AsyncIterator[str]:  # fmt: skip
+                  tt: TokenText) -> AsyncGenerator[str, None]:  # fmt: skip
     got = [Got() for _ in call.prompt_tokens]
     chat = call.kind == "chat.completion"
     obj = "chat.completion.chunk" if chat else "text_completion"

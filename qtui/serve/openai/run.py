@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -71,7 +71,7 @@ class EventStream:
     """A `text/event-stream` ASGI response over `chunks` (each already `data: ...\\n\\n`), watching for the
     client's disconnect the whole time (not only when a write fails), so a dropped stream frees its slot."""
 
-    def __init__(self, run: Run, chunks: AsyncIterator[str]) -> None:
+    def __init__(self, run: Run, chunks: AsyncGenerator[str, None]) -> None:
         self.run, self.chunks = run, chunks
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -89,4 +89,4 @@ class EventStream:
             watcher.cancel()
             self.run.cancel()
             with contextlib.suppress(BaseException):
-                await self.chunks.aclose()  # type: ignore[attr-defined]
+                await self.chunks.aclose()

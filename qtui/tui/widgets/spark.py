@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from rich.text import Text
 from textual.widget import Widget
@@ -44,8 +45,8 @@ class BarSpark(Widget):
     BarSpark { height: 3; }
     """
 
-    def __init__(self, style: str = "magenta", **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, style: str = "magenta", **kwargs: Any) -> None:  # kwargs: Widget's (name, id, classes, ...)
+        super().__init__(**kwargs)
         self.bar_style = style
         self.values: list[float] = []
         self.top = 1.0
