@@ -16,6 +16,7 @@ import argparse
 import json
 import statistics
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -41,55 +42,56 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _median_seconds(launch: Callable[[Any], None], reps: int) -> float:
+    """GPU time of launch(stream) between two events, median of reps after 2 warm-ups."""
+    from qtui.engine.cuda import driver as drv
+
+    stream = drv.new_stream()
+    e0, e1 = drv.Event(), drv.Event()
+    times = []
+    for _ in range(reps + 2):
+        e0.record(stream)
+        launch(stream)
+        e1.record(stream)
+        e1.synchronize()
+        times.append(e1.elapsed_ms(e0) / 1e3)
+    return statistics.median(times[2:])
+
+
 def copy_bandwidth(nbytes: int = 1 << 31, reps: int = 10) -> float:
     """Device-to-device copy bandwidth in bytes/s, counting bytes read plus bytes written (median of reps)."""
     from qtui.engine.cuda import driver as drv
 
     drv.primary_context()
     cu = drv._cu()
-    stream = drv.new_stream()
     src, dst = drv.DeviceBuffer(nbytes), drv.DeviceBuffer(nbytes)
-    src.zero(stream)  # contents do not change a copy's speed; zero so nothing reads uninitialised memory
-    e0, e1 = drv.Event(), drv.Event()
-    times = []
-    for _ in range(reps + 2):
-        e0.record(stream)
+    drv.check(cu.cuMemsetD32(int(src), 0, nbytes // 4), "cuMemsetD32")  # a copy's speed ignores contents
+
+    def copy(stream: Any) -> None:
         drv.check(cu.cuMemcpyDtoDAsync(int(dst), int(src), nbytes, stream), "cuMemcpyDtoDAsync")
-        e1.record(stream)
-        e1.synchronize()
-        times.append(e1.elapsed_ms(e0) / 1e3)
+
+    seconds = _median_seconds(copy, reps)
     src.free()
     dst.free()
-    return 2 * nbytes / statistics.median(times[2:])
+    return 2 * nbytes / seconds
 
 
-def read_bandwidth(nbytes: int = 1 << 31, reps: int = 10) -> float:
-    """Device streaming-read bandwidth in bytes/s (one kernel reading nbytes, median of reps)."""
+def read_bandwidth(kernels: Any = None, nbytes: int = 1 << 31, reps: int = 10) -> float:
+    """Device streaming-read bandwidth in bytes/s (one kernel reading nbytes, median of reps). `kernels`: a
+    KernelTable to launch from (the engine's; a new one, with its own GEMV scratch, if None)."""
     from qtui.engine.cuda import driver as drv
     from qtui.engine.cuda.kernels import KernelTable
 
     drv.primary_context()
-    stream = drv.new_stream()
-    kt = KernelTable()
+    kt = kernels if kernels is not None else KernelTable()
     buf, out = drv.DeviceBuffer(nbytes), drv.DeviceBuffer(4)
-    buf.zero(stream)
-    k = kt.read_stream(
-        buf=int(buf),
-        nbytes=nbytes,
-        out=int(out),
-        blocks=4 * drv.device_attribute("CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT"),
-    )
-    e0, e1 = drv.Event(), drv.Event()
-    times = []
-    for _ in range(reps + 2):
-        e0.record(stream)
-        k.launch(stream)
-        e1.record(stream)
-        e1.synchronize()
-        times.append(e1.elapsed_ms(e0) / 1e3)
+    drv.check(drv._cu().cuMemsetD32(int(buf), 0, nbytes // 4), "cuMemsetD32")
+    sms = drv.device_attribute("CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT")
+    k = kt.read_stream(buf=int(buf), nbytes=nbytes, out=int(out), blocks=4 * sms)
+    seconds = _median_seconds(k.launch, reps)
     buf.free()
     out.free()
-    return nbytes / statistics.median(times[2:])
+    return nbytes / seconds
 
 
 def _prompt(rng: np.random.Generator, n_vocab: int, n: int) -> list[int]:
@@ -232,7 +234,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     engine = load_engine(model, kind=args.engine, max_slots=max(rungs) + 1, max_context=max_context)
     rng = np.random.default_rng(0)
     cuda = args.engine == "cuda"
-    read_bw = read_bandwidth() if cuda else float("nan")
+    read_bw = read_bandwidth(getattr(engine, "kernels", None)) if cuda else float("nan")
     copy_bw = copy_bandwidth() if cuda else float("nan")
     per_token = weight_bytes_per_token(model)
     floor_tok_s = read_bw / per_token

@@ -66,7 +66,6 @@ class CudaEngine(SlotBook):
         check_supported(cfg)
         self._init_slots(max_slots, max_context, cfg.n_vocab)
         self.max_rows = min(max_slots, MAX_ROWS)  # rows one decode step holds (BatchEngine.max_rows)
-        self.max_batch = self.max_rows
         self.use_graphs = use_graphs
         self.stream = drv.new_stream()
         self.kernels = KernelTable()

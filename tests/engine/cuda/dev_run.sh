@@ -1,11 +1,7 @@
 #!/bin/bash
 # Kernel development run on the GPU machine: kernel tests, GEMV tests + speed of PTX variants (.ptxvar/<v>),
 # the engine tests, one bench.   bash tests/engine/cuda/dev_run.sh "<variants>" "<bench args>"
-set -o pipefail
-export PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  && export PYTHONPATH=/tmp/site:$PWD || exit 1
+source tests/engine/cuda/gpu_env.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$OUT/env.txt"
 T="python3 -m pytest -m gpu -q -p no:cacheprovider"
 timeout 200 $T tests/engine/cuda/test_gemv.py tests/engine/cuda/test_layers.py tests/engine/cuda/test_sampling.py \

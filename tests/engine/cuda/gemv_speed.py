@@ -44,7 +44,7 @@ def main() -> int:
     drv.primary_context()
     kt, stream = KernelTable(), drv.new_stream()
     rng = np.random.default_rng()
-    read_bw = read_bandwidth()
+    read_bw = read_bandwidth(kt)
     rows = []
     for name, qtype, outs, n_in, kind in SHAPES:
         if args.only and args.only not in name:

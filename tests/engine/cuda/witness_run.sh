@@ -2,11 +2,8 @@
 # One witness run on the GPU machine (repo root): every GPU test, GEMV speed, qtui bench on the 4b and 0.8b
 # presets, the parity ladders through qtui serve. Everything lands in $OUT/witness.tgz; the tables print last.
 #   QTUI_COMMIT=<sha> bash tests/engine/cuda/witness_run.sh "<bench presets>" "<ladder presets>"
-set -o pipefail
-export PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}; W=/tmp/witness; mkdir -p "$OUT" "$W"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  && export PYTHONPATH=/tmp/site:$PWD || exit 1
+source tests/engine/cuda/gpu_env.sh
+W=/tmp/witness; mkdir -p "$W"
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
   echo "commit ${QTUI_COMMIT:-unknown}"
   python3 -c "import cuda.bindings, numpy; print('cuda-bindings', cuda.bindings.__version__, 'numpy', numpy.__version__)"

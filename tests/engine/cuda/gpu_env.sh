@@ -1,0 +1,8 @@
+#!/bin/bash
+# Sourced first by the GPU-machine scripts here: unbuffered output, $OUT, and the carried wheels (.whl/, made by
+# ../shared/tools/gpu-wheels.sh) installed into /tmp/site for the image's python3.
+set -o pipefail
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  && export PYTHONPATH=/tmp/site:$PWD || exit 1
