@@ -1,4 +1,5 @@
-// Tensor-core GEMV/GEMM over the integer-quant types (Q4_K, Q5_K, Q6_K, Q8_0), weights REPACKED at load time
+// Tensor-core GEMV/GEMM over the integer-quant types (Q4_K, Q5_K, Q6_K, Q8_0, Q2_K, Q3_K, Q4_0, Q4_1, Q5_0, Q5_1,
+// IQ4_NL, IQ4_XS), weights REPACKED at load time
 // into 16-row tiles (qtui/engine/cuda/repack.py; same bytes as the GGUF rows), activations in the split
 // format of split.cuh:
 //     y[tok][o] = (res ? res[tok][o] : 0) + sum_k W[o][k] * x[tok][k]        for tok < m
@@ -91,15 +92,10 @@ __device__ __forceinline__ uint32_t bf16_sub(uint32_t biased, uint32_t bias2) {
 __device__ __forceinline__ uint32_t bf16_ints(uint32_t v02, uint32_t bias2) { return bf16_sub(v02 | 0x43004300u, bias2); }
 #define BF16X2_128 0x43004300u  // bf16 (128, 128)
 #define BF16X2_160 0x43204320u  // bf16 (160, 160): 128 + 32, Q6_K's offset
+#define BF16X2_BIAS(OFF) (0x43004300u + 0x00010001u * (OFF))  // bf16 (128 + OFF, 128 + OFF), OFF < 128
 
-// The four pairs of a slice's 8 low nibbles (nibble 2v + hr = value v of row g + 8 hr), before the bias.
-__device__ __forceinline__ void nibble_pairs(uint32_t w, uint32_t p[4]) {
-    p[0] = w & 0x000F000Fu;
-    p[1] = (w >> 4) & 0x000F000Fu;
-    p[2] = (w >> 8) & 0x000F000Fu;
-    p[3] = (w >> 12) & 0x000F000Fu;
-}
-// The same pairs already as (0x4300 | v) bf16x2, one lop3 each (the Q4_K fast path).
+// The four pairs of a slice's 8 low nibbles (nibble 2v + hr = value v of row g + 8 hr) as (0x4300 | v) bf16x2,
+// one lop3 each.
 __device__ __forceinline__ void nibble_pairs_biased(uint32_t w, uint32_t p[4]) {
     const uint32_t c = 0x43004300u;
     p[0] = and_or<0x000F000Fu>(w, c);
@@ -107,6 +103,69 @@ __device__ __forceinline__ void nibble_pairs_biased(uint32_t w, uint32_t p[4]) {
     p[2] = and_or<0x000F000Fu>(w >> 8, c);
     p[3] = and_or<0x000F000Fu>(w >> 12, c);
 }
+
+// w shifted so that bit P lands on bit B.
+__device__ __forceinline__ uint32_t to_bit(uint32_t w, int p, int b) { return p >= b ? w >> (p - b) : w << (b - p); }
+
+// A fragment of a slice of 4-bit values (the nibble word w) standing for q - OFF.
+template <int OFF>
+__device__ __forceinline__ void nibble_frag(uint32_t w, uint32_t a[4]) {
+    uint32_t p[4];
+    nibble_pairs_biased(w, p);
+#pragma unroll
+    for (int i = 0; i < 4; i++) a[i] = bf16_sub(p[i], BF16X2_BIAS(OFF));
+}
+// 5-bit values: the nibble word w plus bit 4 of pair k at bit 4 (s % 4) + k (+ 16) of the high word h.
+template <int OFF>
+__device__ __forceinline__ void nibble5_frag(uint32_t w, uint32_t h, int s, uint32_t a[4]) {
+    uint32_t p[4];
+    nibble_pairs_biased(w, p);
+#pragma unroll
+    for (int k = 0; k < 4; k++) a[k] = bf16_sub(and_or<0x00100010u>(to_bit4(h, 4 * (s & 3) + k), p[k]), BF16X2_BIAS(OFF));
+}
+// 2-bit values (Q2_K) or 3-bit (Q3_K: bit 2 of pair k at bit 4 (s % 4) + k (+ 16) of h): pair k of slice s at bits
+// 8 (s % 2) + 2k (+ 16) of the crumb word w.
+template <int OFF, bool BIT2>
+__device__ __forceinline__ void crumb_frag(uint32_t w, uint32_t h, int s, uint32_t a[4]) {
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        uint32_t c = and_or<0x00030003u>(w >> (8 * (s & 1) + 2 * k), BF16X2_128);
+        if (BIT2) c = and_or<0x00040004u>(to_bit(h, 4 * (s & 3) + k, 2), c);
+        a[k] = bf16_sub(c, BF16X2_BIAS(OFF));
+    }
+}
+// IQ4_NL / IQ4_XS: the codebook kvalues_iq4nl as int8 bytes, 4 per word.
+#define IQ4_T0 0xBFAD9881u  // -127 -104 -83 -65
+#define IQ4_T1 0xF6EADDCFu  //  -49  -35 -22 -10
+#define IQ4_T2 0x26190D01u  //    1   13  25  38
+#define IQ4_T3 0x71594535u  //   53   69  89 113
+// Four indices at nibbles 0..3 of sel -> their four codebook bytes (PRMT: low or high half-table by bit 3).
+__device__ __forceinline__ uint32_t iq4_lookup(uint32_t sel) {
+    const uint32_t lo = __byte_perm(IQ4_T0, IQ4_T1, sel & 0x7777u), hi = __byte_perm(IQ4_T2, IQ4_T3, sel & 0x7777u);
+    return __byte_perm(lo, hi, ((sel >> 1) & 0x4444u) | 0x3210u);
+}
+// (x0, x1) -> bf16x2 (exact for the small integers used here).
+__device__ __forceinline__ uint32_t bf16_pair(float x0, float x1) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(x0, x1);
+    return *reinterpret_cast<const uint32_t*>(&v);
+}
+__device__ __forceinline__ float sbyte_float(uint32_t w, int i);
+__device__ __forceinline__ void iq4_frag(uint32_t w, uint32_t a[4]) {
+    const uint32_t lo = iq4_lookup(w), hi = iq4_lookup(w >> 16);  // byte k: nibble k resp. k + 4
+#pragma unroll
+    for (int k = 0; k < 4; k++) a[k] = bf16_pair(sbyte_float(lo, k), sbyte_float(hi, k));
+}
+__device__ __forceinline__ uint2 ld_stream8(const uint8_t* p) {
+    uint2 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ uint32_t ld_stream4(const uint8_t* p) {
+    uint32_t v;
+    asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ float f16_half(uint32_t w, int hi) { return hi ? f16_hi(w) : f16_lo(w); }
 
 // A K-quant header {d|dmin, scales[0..3], [4..7], [8..11]} (ggml-quants.c get_scale_min_k4) unpacked once per
 // unit into one 6-bit value per byte: sc[j] = byte j%4 of sc_lo (j < 4) / sc_hi, likewise mn.
@@ -161,7 +220,8 @@ __device__ __forceinline__ void split3(float x0, float x1, uint32_t& hi, uint32_
 }
 
 // ---- Formats over a UNIT = 16 rows x 256 values (one super-block column of a tile). Each gives: UNIT bytes,
-// GROUPS scale groups of SPG slices, HAS_MIN; Raw = one lane's registers of a unit, load(unit, lane, raw);
+// GROUPS scale groups of SPG slices, HAS_MIN (a min term), MIN_MMA (its mins are 6-bit integers: one MMA per unit,
+// else one FMA per group); Raw = one lane's registers of a unit, load(unit, lane, raw);
 // frag(raw, s, a[4]) = the A fragment of slice s; unpack(raw, scales) once per unit, then
 // scale(raw, scales, grp, sg, mg, s8, m8) = scale and min of group grp for rows g and g + 8. ----
 
@@ -169,7 +229,7 @@ __device__ __forceinline__ void split3(float x0, float x1, uint32_t& hi, uint32_
 //                   [headers 256: row r's 16-byte GGUF header {d, dmin, scales[12]} at 2048 + 16 r]
 struct TQ4_K {
     static constexpr int UNIT = 2304, GROUPS = 8, SPG = 2;
-    static constexpr bool HAS_MIN = true;
+    static constexpr bool HAS_MIN = true, MIN_MMA = true;
     struct Raw { uint4 q[4], hg, h8; };
     struct Scales { KScales g, g8; };
     __device__ static void unpack(const Raw& r, Scales& sc) { sc.g = k_unpack(r.hg); sc.g8 = k_unpack(r.h8); }
@@ -179,12 +239,7 @@ struct TQ4_K {
         r.hg = ld_stream(u + 2048 + 16 * (lane >> 2));
         r.h8 = ld_stream(u + 2048 + 16 * (lane >> 2) + 128);
     }
-    __device__ static void frag(const Raw& r, int s, uint32_t a[4]) {
-        uint32_t p[4];
-        nibble_pairs_biased(word_of(r.q[s >> 2], s & 3), p);
-#pragma unroll
-        for (int i = 0; i < 4; i++) a[i] = bf16_sub(p[i], BF16X2_128);
-    }
+    __device__ static void frag(const Raw& r, int s, uint32_t a[4]) { nibble_frag<0>(word_of(r.q[s >> 2], s & 3), a); }
     __device__ static void scale(const Raw&, const Scales& k, int grp, float& sg, float& mg, float& s8, float& m8) {
         k_scale_min(k.g, grp, sg, mg);
         k_scale_min(k.g8, grp, s8, m8);
@@ -196,7 +251,7 @@ struct TQ4_K {
 // (pair k = the A register k: its two values' 5th bits)], then the 16-byte GGUF headers at 2560 + 16 r.
 struct TQ5_K {
     static constexpr int UNIT = 2816, GROUPS = 8, SPG = 2;
-    static constexpr bool HAS_MIN = true;
+    static constexpr bool HAS_MIN = true, MIN_MMA = true;
     struct Raw { uint4 q[4], hb, hg, h8; };
     struct Scales { KScales g, g8; };
     __device__ static void unpack(const Raw& r, Scales& sc) { sc.g = k_unpack(r.hg); sc.g8 = k_unpack(r.h8); }
@@ -208,11 +263,7 @@ struct TQ5_K {
         r.h8 = ld_stream(u + 2560 + 16 * (lane >> 2) + 128);
     }
     __device__ static void frag(const Raw& r, int s, uint32_t a[4]) {
-        uint32_t p[4];
-        nibble_pairs_biased(word_of(r.q[s >> 2], s & 3), p);
-        const uint32_t h = word_of(r.hb, s >> 2);
-#pragma unroll
-        for (int k = 0; k < 4; k++) a[k] = bf16_sub(and_or<0x00100010u>(to_bit4(h, 4 * (s & 3) + k), p[k]), BF16X2_128);
+        nibble5_frag<0>(word_of(r.q[s >> 2], s & 3), word_of(r.hb, s >> 2), s, a);
     }
     __device__ static void scale(const Raw&, const Scales& k, int grp, float& sg, float& mg, float& s8, float& m8) {
         k_scale_min(k.g, grp, sg, mg);
@@ -226,7 +277,7 @@ struct TQ5_K {
 // [d 32: f16 at 3328 + 2r]. Values are 6-bit v in 0..63 standing for v - 32.
 struct TQ6_K {
     static constexpr int UNIT = 3360, GROUPS = 16, SPG = 1;
-    static constexpr bool HAS_MIN = false;
+    static constexpr bool HAS_MIN = false, MIN_MMA = false;
     struct Raw { uint4 q[4], hq[2], sg, s8; uint32_t d; };
     struct Scales { float dg, d8; };
     __device__ static void unpack(const Raw& r, Scales& sc) { sc.dg = f16_lo(r.d); sc.d8 = f16_hi(r.d); }
@@ -259,7 +310,7 @@ struct TQ6_K {
 // (g v0, g v2, g8 v0, g8 v2, g v1, g v3, g8 v1, g8 v3), int8] [d 256: row r's 8 f16 block scales at 4096 + 16 r].
 struct TQ8_0 {
     static constexpr int UNIT = 4352, GROUPS = 8, SPG = 2;
-    static constexpr bool HAS_MIN = false;
+    static constexpr bool HAS_MIN = false, MIN_MMA = false;
     struct Raw { uint4 q[8], hg, h8; };
     struct Scales {};
     __device__ static void unpack(const Raw&, Scales&) {}
@@ -290,6 +341,147 @@ struct TQ8_0 {
     }
 };
 
+// 32-value block types (ggml Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL), unit = [nibble words 2048, as Q4_K] [Q5_x: the
+// 5th bits 512, as Q5_K] [d 256: row r's 8 f16 block scales at HDR + 16 r] [Q4_1 / Q5_1: m 256: the 8 f16 block
+// offsets at HDR + 256 + 16 r]. y = d (q - OFF) (+ m); IQ4_NL: y = d kvalues[q].
+template <int UNIT_, bool FIFTH, bool HAS_M, int OFF, bool IQ4>
+struct TLegacy {
+    static constexpr int UNIT = UNIT_, GROUPS = 8, SPG = 2, HDR = FIFTH ? 2560 : 2048;
+    static constexpr bool HAS_MIN = HAS_M, MIN_MMA = false;  // the offsets m are f16: one FMA per group
+    struct Raw { uint4 q[4], hb, dg, d8, mg, m8; };
+    struct Scales {};
+    __device__ static void unpack(const Raw&, Scales&) {}
+    __device__ static void load(const uint8_t* u, int lane, Raw& r) {
+#pragma unroll
+        for (int j = 0; j < 4; j++) r.q[j] = ld_stream(u + 512 * j + 16 * lane);
+        if (FIFTH) r.hb = ld_stream(u + 2048 + 16 * lane);
+        const int g = lane >> 2;
+        r.dg = ld_stream(u + HDR + 16 * g);
+        r.d8 = ld_stream(u + HDR + 16 * g + 128);
+        if (HAS_M) {
+            r.mg = ld_stream(u + HDR + 256 + 16 * g);
+            r.m8 = ld_stream(u + HDR + 256 + 16 * g + 128);
+        }
+    }
+    __device__ static void frag(const Raw& r, int s, uint32_t a[4]) {
+        const uint32_t w = word_of(r.q[s >> 2], s & 3);
+        if (IQ4) iq4_frag(w, a);
+        else if (FIFTH) nibble5_frag<OFF>(w, word_of(r.hb, s >> 2), s, a);
+        else nibble_frag<OFF>(w, a);
+    }
+    __device__ static void scale(const Raw& r, const Scales&, int grp, float& sg, float& mg, float& s8, float& m8) {
+        sg = f16_half(word_of(r.dg, grp >> 1), grp & 1);
+        s8 = f16_half(word_of(r.d8, grp >> 1), grp & 1);
+        mg = HAS_M ? -f16_half(word_of(r.mg, grp >> 1), grp & 1) : 0.0f;  // y = d q + m: "minus -m"
+        m8 = HAS_M ? -f16_half(word_of(r.m8, grp >> 1), grp & 1) : 0.0f;
+    }
+};
+using TQ4_0 = TLegacy<2304, false, false, 8, false>;
+using TQ4_1 = TLegacy<2560, false, true, 0, false>;
+using TQ5_0 = TLegacy<2816, true, false, 16, false>;
+using TQ5_1 = TLegacy<3072, true, true, 0, false>;
+using TIQ4_NL = TLegacy<2304, false, false, 0, true>;
+
+// IQ4_XS unit 2176 B: [nibble words 2048, as Q4_K: codebook indices] [row r's 8-byte GGUF header {d f16,
+// scales_h u16, scales_l[4]} at 2048 + 8 r]. y = d (ls - 32) kvalues[q], ls = 6-bit scale of the 32-value group.
+struct TIQ4_XS {
+    static constexpr int UNIT = 2176, GROUPS = 8, SPG = 2;
+    static constexpr bool HAS_MIN = false, MIN_MMA = false;
+    struct Raw { uint4 q[4]; uint2 hg, h8; };
+    struct Scales { float dg, d8; };
+    __device__ static void unpack(const Raw& r, Scales& sc) { sc.dg = f16_lo(r.hg.x); sc.d8 = f16_lo(r.h8.x); }
+    __device__ static void load(const uint8_t* u, int lane, Raw& r) {
+#pragma unroll
+        for (int j = 0; j < 4; j++) r.q[j] = ld_stream(u + 512 * j + 16 * lane);
+        r.hg = ld_stream8(u + 2048 + 8 * (lane >> 2));
+        r.h8 = ld_stream8(u + 2048 + 8 * (lane >> 2) + 64);
+    }
+    __device__ static void frag(const Raw& r, int s, uint32_t a[4]) { iq4_frag(word_of(r.q[s >> 2], s & 3), a); }
+    __device__ static float ls(const uint2& h, int grp) {  // scales_l nibble grp, scales_h bits 2 grp
+        return (float)((int)(((h.y >> (4 * grp)) & 0xF) | (((h.x >> (16 + 2 * grp)) & 3) << 4)) - 32);
+    }
+    __device__ static void scale(const Raw& r, const Scales& k, int grp, float& sg, float& mg, float& s8, float& m8) {
+        sg = k.dg * ls(r.hg, grp);
+        s8 = k.d8 * ls(r.h8, grp);
+        mg = m8 = 0.0f;
+    }
+};
+
+// Q2_K unit 1344 B: [2-bit words 1024: word (s/2)%4 of the 16 B at 512 (s/8) + 16 lane holds slices s & ~1 and
+// s | 1, pair k of slice s at bits 8 (s%2) + 2k (+ 16), as Q6_K's high bits] [scales 256: row r's 16 GGUF scale
+// bytes (scale | min << 4) at 1024 + 16 r] [d, dmin 64: row r's at 1280 + 4 r]. y = d sc q - dmin mn.
+struct TQ2_K {
+    static constexpr int UNIT = 1344, GROUPS = 16, SPG = 1;
+    static constexpr bool HAS_MIN = true, MIN_MMA = false;
+    struct Raw { uint4 q[2], sg, s8; uint32_t dg, d8; };
+    struct Scales { float d, dmin, d8, dmin8; };
+    __device__ static void unpack(const Raw& r, Scales& k) {
+        k.d = f16_lo(r.dg), k.dmin = f16_hi(r.dg), k.d8 = f16_lo(r.d8), k.dmin8 = f16_hi(r.d8);
+    }
+    __device__ static void load(const uint8_t* u, int lane, Raw& r) {
+#pragma unroll
+        for (int j = 0; j < 2; j++) r.q[j] = ld_stream(u + 512 * j + 16 * lane);
+        const int g = lane >> 2;
+        r.sg = ld_stream(u + 1024 + 16 * g);
+        r.s8 = ld_stream(u + 1024 + 16 * g + 128);
+        r.dg = ld_stream4(u + 1280 + 4 * g);
+        r.d8 = ld_stream4(u + 1280 + 4 * g + 32);
+    }
+    __device__ static void frag(const Raw& r, int s, uint32_t a[4]) {
+        crumb_frag<0, false>(word_of(r.q[s >> 3], (s >> 1) & 3), 0u, s, a);
+    }
+    __device__ static void scale(const Raw& r, const Scales& k, int grp, float& sg, float& mg, float& s8, float& m8) {
+        const uint32_t bg = (word_of(r.sg, grp >> 2) >> (8 * (grp & 3))) & 0xFF;
+        const uint32_t b8 = (word_of(r.s8, grp >> 2) >> (8 * (grp & 3))) & 0xFF;
+        sg = k.d * small_float(bg & 0xF);
+        mg = k.dmin * small_float(bg >> 4);
+        s8 = k.d8 * small_float(b8 & 0xF);
+        m8 = k.dmin8 * small_float(b8 >> 4);
+    }
+};
+
+// Q3_K unit 1760 B: [2-bit words 1024, as Q2_K] [bit 2 512: as Q5_K's 5th bits] [scales 192: row r's 12 GGUF
+// scale bytes at 1536 + 12 r] [d 32: f16 at 1728 + 2 r]. Values 0..7 stand for v - 4; y = d (sc - 32) (v - 4).
+struct TQ3_K {
+    static constexpr int UNIT = 1760, GROUPS = 16, SPG = 1;
+    static constexpr bool HAS_MIN = false, MIN_MMA = false;
+    struct Raw { uint4 q[2], hb; uint32_t sg[3], s8[3], d; };
+    struct Scales { uint32_t g[4], g8[4]; float dg, d8; };
+    __device__ static void six_bit(const uint32_t (&a)[3], uint32_t (&o)[4]) {  // ggml's kmask1 / kmask2 unpacking
+        const uint32_t t = a[2];
+        o[0] = (a[0] & 0x0F0F0F0Fu) | ((t & 0x03030303u) << 4);
+        o[1] = (a[1] & 0x0F0F0F0Fu) | (((t >> 2) & 0x03030303u) << 4);
+        o[2] = ((a[0] >> 4) & 0x0F0F0F0Fu) | (((t >> 4) & 0x03030303u) << 4);
+        o[3] = ((a[1] >> 4) & 0x0F0F0F0Fu) | (((t >> 6) & 0x03030303u) << 4);
+    }
+    __device__ static void unpack(const Raw& r, Scales& k) {
+        six_bit(r.sg, k.g);
+        six_bit(r.s8, k.g8);
+        k.dg = f16_lo(r.d), k.d8 = f16_hi(r.d);
+    }
+    __device__ static void load(const uint8_t* u, int lane, Raw& r) {
+#pragma unroll
+        for (int j = 0; j < 2; j++) r.q[j] = ld_stream(u + 512 * j + 16 * lane);
+        r.hb = ld_stream(u + 1024 + 16 * lane);
+        const int g = lane >> 2;
+#pragma unroll
+        for (int i = 0; i < 3; i++) {
+            r.sg[i] = ld_stream4(u + 1536 + 12 * g + 4 * i);
+            r.s8[i] = ld_stream4(u + 1536 + 12 * (g + 8) + 4 * i);
+        }
+        const unsigned short* d = reinterpret_cast<const unsigned short*>(u + 1728);
+        r.d = (uint32_t)d[g] | ((uint32_t)d[g + 8] << 16);
+    }
+    __device__ static void frag(const Raw& r, int s, uint32_t a[4]) {
+        crumb_frag<4, true>(word_of(r.q[s >> 3], (s >> 1) & 3), word_of(r.hb, s >> 2), s, a);
+    }
+    __device__ static void scale(const Raw&, const Scales& k, int grp, float& sg, float& mg, float& s8, float& m8) {
+        sg = k.dg * (byte_float(k.g[grp >> 2], grp & 3) - 32.0f);
+        s8 = k.d8 * (byte_float(k.g8[grp >> 2], grp & 3) - 32.0f);
+        mg = m8 = 0.0f;
+    }
+};
+
 // Ask L1 for the x quads (1 KB per token) and x sums (64 B) of super-block sb for this warp's token rows (lane
 // 4g + t: row g of each token tile, 256 bytes t of it). Off by default: on the H200 it made every shape slower
 // (m = 16: 484 vs 652 GB/s on the 4b qkv; tests/witness/gpu-2026-12-03-gemv-speed-eff8c38*.txt).
@@ -307,6 +499,14 @@ __device__ __forceinline__ void prefetch_x(const uint4* __restrict__ xs, const f
         asm volatile("prefetch.global.L1 [%0];" ::"l"(row + 128));
         if ((lane & 3) == 0) asm volatile("prefetch.global.L1 [%0];" ::"l"(xsum + (long long)tok * slices + 16 * sb));
     }
+}
+
+// The x sum of a scale group of SPG slices (SPG = 1 or 2), added in slice order.
+template <int SPG>
+__device__ __forceinline__ float group_sum(const float* p) {
+    if (SPG == 1) return *p;
+    const float2 v = *reinterpret_cast<const float2*>(p);
+    return v.x + v.y;
 }
 
 // acc -= dmin * sum_k m_k X_k for the unit: one MMA per x-sum term (hi, mid, lo) per token tile.
@@ -337,7 +537,7 @@ template <class F, int NT>
 __device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int sb0, int sb1,
                                          const uint4* __restrict__ xs, const float* __restrict__ xsum, int n_in,
                                          int tok0, int m, float (&acc)[NT][4]) {
-    constexpr bool MIN_BY_MMA = F::HAS_MIN && MMA_MIN_MMA, PREFETCH = NT <= MMA_PREFETCH_NT;
+    constexpr bool MIN_BY_MMA = F::MIN_MMA && MMA_MIN_MMA, PREFETCH = NT <= MMA_PREFETCH_NT;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int quads = n_in >> 2, slices = n_in >> 4;
 #pragma unroll
@@ -398,9 +598,8 @@ __device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int s
                 acc[nt][2] = fmaf(s8, P[2], acc[nt][2]);
                 acc[nt][3] = fmaf(s8, P[3], acc[nt][3]);
                 if (F::HAS_MIN && !MIN_BY_MMA) {  // minus min * (sum of x over the group)
-                    const float2 v0 = *reinterpret_cast<const float2*>(srow[nt][0] + 16 * du + F::SPG * grp);
-                    const float2 v1 = *reinterpret_cast<const float2*>(srow[nt][1] + 16 * du + F::SPG * grp);
-                    const float X0 = v0.x + v0.y, X1 = v1.x + v1.y;
+                    const float X0 = group_sum<F::SPG>(srow[nt][0] + 16 * du + F::SPG * grp);
+                    const float X1 = group_sum<F::SPG>(srow[nt][1] + 16 * du + F::SPG * grp);
                     acc[nt][0] = fmaf(-mg, X0, acc[nt][0]);
                     acc[nt][1] = fmaf(-mg, X1, acc[nt][1]);
                     acc[nt][2] = fmaf(-m8, X0, acc[nt][2]);
@@ -558,60 +757,35 @@ __device__ __forceinline__ void mma_swiglu_body(const uint8_t* Wg, const uint8_t
     MMA_KERNELS(FMT, NAME, 8) MMA_EMBED(FMT, NAME)
 
 // ---- Embedding lookup from the repacked table: out[r][k] = W[tokens[r]][k] dequantized exactly as gguf.quants
-// does (float32 d*sc * q - dmin*m). Grid (m), 256 threads: thread i takes slice-lane pairs of the row. ----
-template <class F>
-__device__ __forceinline__ float tiled_value(const uint8_t* unit, int rr, int k);  // value k (< 256) of row rr
-
-template <>
-__device__ __forceinline__ float tiled_value<TQ4_K>(const uint8_t* u, int rr, int k) {
-    const int s = k >> 4, t = (k >> 2) & 3, v = k & 3, g = rr & 7, hr = rr >> 3, lane = 4 * g + t;
-    const uint32_t w = *reinterpret_cast<const uint32_t*>(u + 512 * (s >> 2) + 16 * lane + 4 * (s & 3));
-    const uint32_t q = (w >> (4 * (2 * v + hr))) & 0xF;
-    float sc, mn;
-    k_scale_min(*reinterpret_cast<const uint4*>(u + 2048 + 16 * rr), s >> 1, sc, mn);
-    return sc * (float)q - mn;
-}
-// A fragment register of value v (0..3) of row half hr, and the half (0: low, 16: high) it sits in.
-__device__ __forceinline__ int pair_of(int v, int hr) { return 2 * (v & 1) + hr; }
-__device__ __forceinline__ int half_of(int v) { return (v >> 1) * 16; }
-
-template <>
-__device__ __forceinline__ float tiled_value<TQ5_K>(const uint8_t* u, int rr, int k) {
-    const int s = k >> 4, t = (k >> 2) & 3, v = k & 3, g = rr & 7, hr = rr >> 3, lane = 4 * g + t;
-    const uint32_t w = *reinterpret_cast<const uint32_t*>(u + 512 * (s >> 2) + 16 * lane + 4 * (s & 3));
-    const uint32_t h = *reinterpret_cast<const uint32_t*>(u + 2048 + 16 * lane + 4 * (s >> 2));
-    const int bit = 4 * (s & 3) + pair_of(v, hr) + half_of(v);
-    const uint32_t q = ((w >> (4 * (2 * v + hr))) & 0xF) | (((h >> bit) & 1) << 4);
-    float sc, mn;
-    k_scale_min(*reinterpret_cast<const uint4*>(u + 2560 + 16 * rr), s >> 1, sc, mn);
-    return sc * (float)q - mn;
-}
-template <>
-__device__ __forceinline__ float tiled_value<TQ6_K>(const uint8_t* u, int rr, int k) {
-    const int s = k >> 4, t = (k >> 2) & 3, v = k & 3, g = rr & 7, hr = rr >> 3, lane = 4 * g + t;
-    const uint32_t w = *reinterpret_cast<const uint32_t*>(u + 512 * (s >> 2) + 16 * lane + 4 * (s & 3));
-    const uint32_t h = *reinterpret_cast<const uint32_t*>(u + 2048 + 512 * (s >> 3) + 16 * lane + 4 * ((s >> 1) & 3));
-    const int bit = 8 * (s & 1) + 2 * pair_of(v, hr) + half_of(v);
-    const int q = (int)(((w >> (4 * (2 * v + hr))) & 0xF) | (((h >> bit) & 3) << 4)) - 32;
-    const float d = __half2float(__ushort_as_half(*reinterpret_cast<const unsigned short*>(u + 3328 + 2 * rr)));
-    return d * (float)(int8_t)u[3072 + 16 * rr + s] * (float)q;
-}
-template <>
-__device__ __forceinline__ float tiled_value<TQ8_0>(const uint8_t* u, int rr, int k) {
-    const int s = k >> 4, t = (k >> 2) & 3, v = k & 3, g = rr & 7, hr = rr >> 3, lane = 4 * g + t;
-    const int pos = 4 * (v & 1) + 2 * hr + (v >> 1);  // byte order (g v0, g v2, g8 v0, g8 v2, g v1, g v3, ...)
-    const int8_t q = (int8_t)u[512 * (s >> 1) + 16 * lane + 8 * (s & 1) + pos];
-    const float d = __half2float(__ushort_as_half(*reinterpret_cast<const unsigned short*>(u + 4096 + 16 * rr + 2 * (s >> 1))));
-    return d * (float)q;
-}
+// does it (float32 (scale * q) - min, no FMA contraction), through the GEMV's own fragment and scale decoding.
+// Grid (m), 256 threads: warp w takes super-blocks w, w + 8, ...; the 4 lanes holding the row write it. ----
+__device__ __forceinline__ float bf16_half(uint32_t reg, int hi) { return __uint_as_float(hi ? reg & 0xFFFF0000u : reg << 16); }
 
 template <class F>
 __device__ __forceinline__ void mma_embed_body(const uint8_t* W, const int* tokens, float* out, int n_embd) {
     pdl_enter();
-    const int r = blockIdx.x, tok = tokens[r], n_sb = n_embd >> 8;
+    const int r = blockIdx.x, tok = tokens[r], n_sb = n_embd >> 8, rr = tok & 15, hr = rr >> 3;
+    const int lane = threadIdx.x & 31, t = lane & 3;
     const uint8_t* tile = W + (long long)F::UNIT * n_sb * (tok >> 4);
-    for (int k = threadIdx.x; k < n_embd; k += blockDim.x)
-        out[(long long)r * n_embd + k] = tiled_value<F>(tile + (long long)F::UNIT * (k >> 8), tok & 15, k & 255);
+    for (int sb = threadIdx.x >> 5; sb < n_sb; sb += blockDim.x >> 5) {
+        typename F::Raw raw;
+        F::load(tile + (long long)F::UNIT * sb, lane, raw);
+        typename F::Scales sc;
+        F::unpack(raw, sc);
+        if ((lane >> 2) != (rr & 7)) continue;  // lane 4g + t holds rows g and g + 8
+        float* o = out + (long long)r * n_embd + 256 * sb + 4 * t;
+#pragma unroll
+        for (int s = 0; s < 16; s++) {
+            uint32_t a[4];
+            F::frag(raw, s, a);
+            float sg, mg, s8, m8;
+            F::scale(raw, sc, s / F::SPG, sg, mg, s8, m8);
+            const float scl = hr ? s8 : sg, mn = hr ? m8 : mg;
+#pragma unroll
+            for (int v = 0; v < 4; v++)  // value v of row g + 8 hr: register 2 (v & 1) + hr, half v >> 1
+                o[16 * s + v] = __fsub_rn(__fmul_rn(scl, bf16_half(a[2 * (v & 1) + hr], v >> 1)), mn);
+        }
+    }
 }
 
 #define MMA_EMBED(FMT, NAME)                                                                                  \

@@ -18,6 +18,7 @@ import numpy as np
 
 from qtui.engine.cuda.driver import DeviceBuffer, Kernel, KernelArg, check, load_module
 from qtui.engine.cuda.repack import TILED_TYPES, n_tiles
+from qtui.engine.cuda.repack import UNIT_BYTES as TILED_UNIT_BYTES
 
 P, I32, I64, F32 = np.uint64, np.int32, np.int64, np.float32
 
@@ -33,10 +34,10 @@ MAX_PASS_TOKENS = 8 * MMA_TOKEN_TILES[-1]  # tokens one pass of a tensor-core GE
 # groups split K across blocks. A constant, not read from the device, so the arithmetic is the same on every GPU.
 MMA_TARGET_BLOCKS = 3 * 132
 FMA_BUCKETS = (1, 2, 4, 8, 16)  # the M instantiations of the float-type FMA kernels (ptx/gemv.cuh)
-GEMV_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_k", "q5_k", "q6_k")
 MMA_TYPES = TILED_TYPES  # integer quants: tensor cores over the repacked tiles (ptx/mma.cuh)
+GEMV_TYPES = ("f32", "f16", "bf16", *MMA_TYPES)
 # Bytes per 256 values in each type's raw GGUF rows.
-UNIT_BYTES = {"f32": 1024, "f16": 512, "bf16": 512, "q8_0": 272, "q4_k": 144, "q5_k": 176, "q6_k": 210}
+UNIT_BYTES = {"f32": 1024, "f16": 512, "bf16": 512, **{t: n // 16 for t, n in TILED_UNIT_BYTES.items()}}
 # Split-K partials and the per-group arrival counters of the tensor-core GEMVs (shared by every GEMV of a step:
 # they run one after another). 192 MiB of partials covers a 256-token chunk of every shape used.
 SCRATCH_BYTES = 192 << 20

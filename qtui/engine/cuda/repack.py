@@ -24,8 +24,24 @@ import numpy as np
 ROWS = 16  # rows per tile (the MMA's M)
 SB = 256  # values per super-block / unit column
 # Bytes of one 16-row unit per type (16 x the GGUF bytes per 256 values).
-UNIT_BYTES = {"q4_k": 2304, "q5_k": 2816, "q6_k": 3360, "q8_0": 4352}
+UNIT_BYTES = {
+    "q4_k": 2304,
+    "q5_k": 2816,
+    "q6_k": 3360,
+    "q8_0": 4352,
+    "q4_0": 2304,
+    "q4_1": 2560,
+    "q5_0": 2816,
+    "q5_1": 3072,
+    "iq4_nl": 2304,
+    "iq4_xs": 2176,
+    "q2_k": 1344,
+    "q3_k": 1760,
+}
 TILED_TYPES = tuple(UNIT_BYTES)
+LEGACY_TYPES = ("q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")  # 32-value blocks: 8 per unit column
+# The IQ4_NL / IQ4_XS codebook (ggml kvalues_iq4nl).
+IQ4_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.float32)
 
 
 def n_tiles(n_out: int) -> int:
@@ -72,6 +88,65 @@ def _q8_0_parts(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Q8_0 super-rows of 8 blocks [..., 272] -> (d [..., 16] bytes: 8 f16, values int8 [..., 256])."""
     blk = b.reshape(*b.shape[:-1], 8, 34)
     return blk[..., :2].reshape(*b.shape[:-1], 16), blk[..., 2:].reshape(*b.shape[:-1], 256)
+
+
+def _blocks32(b: np.ndarray, bb: int) -> np.ndarray:
+    """Super-rows of 8 blocks of 32 values [..., 8 * bb] -> [..., 8, bb]."""
+    return b.reshape(*b.shape[:-1], 8, bb)
+
+
+def _nibbles32(qs: np.ndarray) -> np.ndarray:
+    """The 16 quant bytes of each 32-value block [..., 8, 16] -> values [..., 256]: low nibbles are values
+    0..15 of the block, high nibbles 16..31 (ggml's Q4_0 / Q4_1 / Q5_x / IQ4_NL order)."""
+    return np.concatenate([qs & 0xF, qs >> 4], axis=-1).reshape(*qs.shape[:-2], 256)
+
+
+def _high32(qh: np.ndarray) -> np.ndarray:
+    """Q5_0 / Q5_1 qh [..., 8, 4] (a little-endian u32 per block, bit i = value i's 5th bit) -> [..., 256]."""
+    bits = (qh[..., :, None] >> np.arange(8, dtype=np.uint8)) & 1  # [..., 8, 4 bytes, 8 bits]
+    return bits.reshape(*qh.shape[:-2], 256)
+
+
+def _legacy_parts(qtype: str, b: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL super-rows -> (values [..., 256] (IQ4_NL: codebook indices),
+    [d bytes [..., 16] (8 f16), m bytes [..., 16] for the _1 types])."""
+    lay = {"q4_0": (18, False, False), "q4_1": (20, True, False), "q5_0": (22, False, True),
+           "q5_1": (24, True, True), "iq4_nl": (18, False, False)}  # fmt: skip
+    bb, has_m, has_h = lay[qtype]
+    blk = _blocks32(b, bb)
+    off = 4 if has_m else 2
+    vals = _nibbles32(blk[..., off + 4 * has_h :])
+    if has_h:
+        vals = vals | (_high32(blk[..., off : off + 4]) << 4)
+    heads = [blk[..., 0:2].reshape(*b.shape[:-1], 16)]
+    if has_m:
+        heads.append(blk[..., 2:4].reshape(*b.shape[:-1], 16))
+    return vals.astype(np.uint8), heads
+
+
+def _iq4_xs_parts(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """IQ4_XS [..., 136] = d f16, scales_h u16, scales_l[4], qs[128] -> (header [..., 8], indices [..., 256])."""
+    qs = b[..., 8:136].reshape(*b.shape[:-1], 8, 16)  # 16 bytes per 32-value group: low nibbles first
+    return b[..., :8], _nibbles32(qs).astype(np.uint8)
+
+
+def _crumbs(qs: np.ndarray) -> np.ndarray:
+    """Q2_K / Q3_K qs [..., 64] -> 2-bit values [..., 256]: value 128n + 32j + l = bits 2j of qs[32n + l]."""
+    x = qs.reshape(*qs.shape[:-1], 2, 1, 32) >> (2 * np.arange(4, dtype=np.uint8)).reshape(4, 1)
+    return (x & 3).reshape(*qs.shape[:-1], 256)
+
+
+def _q2_k_parts(b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Q2_K [..., 84] = scales[16] (scale | min << 4), qs[64], d, dmin -> (scales, d|dmin [..., 4], values 0..3)."""
+    return b[..., :16], b[..., 80:84], _crumbs(b[..., 16:80]).astype(np.uint8)
+
+
+def _q3_k_parts(b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Q3_K [..., 110] = hmask[32], qs[64], scales[12], d -> (scales [..., 12], d [..., 2], values 0..7 standing
+    for v - 4: bit 2 = bit j of hmask[l] for value 32j + l)."""
+    hbit = (b[..., :32, None] >> np.arange(8, dtype=np.uint8)) & 1  # [..., l, j]
+    hbit = np.swapaxes(hbit, -1, -2).reshape(*b.shape[:-1], 256)
+    return b[..., 96:108], b[..., 108:110], (_crumbs(b[..., 32:96]) | (hbit << 2)).astype(np.uint8)
 
 
 # ---- lane-major arrangement of one [tiles, sb, 16 rows, 256] array of small values ----
@@ -154,6 +229,23 @@ def repack(qtype: str, raw: np.ndarray, n_out: int, n_in: int) -> np.ndarray:
         b = np.ascontiguousarray(x.transpose(0, 1, 2, 3, 4, 6, 7, 5)).reshape(T, S, 16, 32, 8)
         words = b.view(np.uint32).transpose(0, 1, 2, 4, 3).reshape(T, S, 32, 32)  # word 2s + i of each lane
         parts = [_quad_segments(words), d.reshape(T, S, 256)]
+    elif qtype in LEGACY_TYPES:
+        vals, heads = _legacy_parts(qtype, u)
+        lanes = _lane_view(vals)
+        parts = [_quad_segments(_nibble_words(lanes & 0xF))]
+        if qtype in ("q5_0", "q5_1"):
+            parts.append(_quad_segments(_high_words(lanes >> 4, 1)))
+        parts += [h.reshape(T, S, 256) for h in heads]
+    elif qtype == "iq4_xs":
+        hdr, vals = _iq4_xs_parts(u)
+        parts = [_quad_segments(_nibble_words(_lane_view(vals))), hdr.reshape(T, S, 128)]
+    elif qtype in ("q2_k", "q3_k"):  # 2-bit words laid out as Q6_K's high bits; Q3_K's bit 2 as Q5_K's bit 4
+        sc, d, vals = (_q2_k_parts if qtype == "q2_k" else _q3_k_parts)(u)
+        lanes = _lane_view(vals)
+        parts = [_quad_segments(_high_words(lanes & 3, 2))]
+        if qtype == "q3_k":
+            parts.append(_quad_segments(_high_words(lanes >> 2, 1)))
+        parts += [sc.reshape(T, S, -1), d.reshape(T, S, -1)]
     else:
         raise ValueError(f"no tiled layout for {qtype}")
     out = np.concatenate(parts, axis=-1)
@@ -178,6 +270,26 @@ def _k_scales(hdr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     sc[..., 4:] = (q[..., 8:12] & 0xF) | ((q[..., 0:4] >> 6) << 4)
     mn[..., 4:] = (q[..., 8:12] >> 4) | ((q[..., 4:8] >> 6) << 4)
     return d[..., None] * sc.astype(np.float32), dmin[..., None] * mn.astype(np.float32)
+
+
+def _iq4_xs_scales(hdr: np.ndarray) -> np.ndarray:
+    """IQ4_XS headers [..., 8] = d, scales_h u16, scales_l[4] -> d * (ls - 32) [..., 8] float32."""
+    d = _f16(hdr[..., 0:2])[..., 0]
+    sh = np.ascontiguousarray(hdr[..., 2:4]).view(np.uint16)[..., 0].astype(np.int32)
+    j = np.arange(8)
+    lo = (hdr[..., 4 + j // 2].astype(np.int32) >> (4 * (j % 2))) & 0xF
+    ls = lo | (((sh[..., None] >> (2 * j)) & 3) << 4)
+    return cast(np.ndarray, d[..., None] * (ls - 32).astype(np.float32))
+
+
+def _q3_k_scales(sc: np.ndarray) -> np.ndarray:
+    """Q3_K's 12 scale bytes [..., 12] -> the 16 signed scales (6-bit - 32) [..., 16] float32: low 4 bits from
+    byte j (j < 8) or the high nibble of byte j - 8, high 2 bits from byte 8 + j % 4 at bit 2 (j // 4)."""
+    j = np.arange(16)
+    b = sc.astype(np.int32)
+    lo = np.where(j < 8, b[..., j % 8] & 0xF, b[..., j % 8] >> 4)
+    hi = (b[..., 8 + j % 4] >> (2 * (j // 4))) & 3
+    return cast(np.ndarray, ((lo | (hi << 4)) - 32).astype(np.float32))
 
 
 def _lane_words(unit: np.ndarray, start: int, n_words: int) -> np.ndarray:
@@ -240,6 +352,37 @@ def unpack(qtype: str, tiled: np.ndarray, n_out: int, n_in: int) -> np.ndarray:
         q = _unlane(q.astype(np.float32))
         d = _f16(unit[..., 4096:].reshape(T, S, 16, 8, 2))[..., 0]
         w = np.repeat(d, 32, axis=-1) * q
+    elif qtype in LEGACY_TYPES or qtype == "iq4_xs":
+        q = _unlane(_nibbles_of(_lane_words(unit, 0, 16)).astype(np.float32))
+        off = 2048
+        if qtype in ("q5_0", "q5_1"):
+            hb = _bits_of(_lane_words(unit, 2048, 4), 4, 1, lambda s, k: 4 * (s % 4) + k)
+            q, off = q + 16 * _unlane(hb.astype(np.float32)), 2560
+        if qtype.startswith("iq4"):
+            q = IQ4_VALUES[q.astype(np.intp)]
+        else:
+            q = q - {"q4_0": 8, "q5_0": 16}.get(qtype, 0)
+        if qtype == "iq4_xs":
+            d = np.repeat(_iq4_xs_scales(unit[..., 2048:].reshape(T, S, 16, 8)), 32, axis=-1)
+        else:
+            d = np.repeat(_f16(unit[..., off : off + 256].reshape(T, S, 16, 8, 2))[..., 0], 32, axis=-1)
+        w = d * q
+        if qtype in ("q4_1", "q5_1"):
+            w = w + np.repeat(_f16(unit[..., off + 256 : off + 512].reshape(T, S, 16, 8, 2))[..., 0], 32, axis=-1)
+    elif qtype in ("q2_k", "q3_k"):
+        q = _unlane(_bits_of(_lane_words(unit, 0, 8), 2, 2, lambda s, k: 8 * (s % 2) + 2 * k).astype(np.float32))
+        if qtype == "q2_k":
+            sc = unit[..., 1024:1280].reshape(T, S, 16, 16)
+            dd = _f16(unit[..., 1280:1344].reshape(T, S, 16, 2, 2))[..., 0]  # [T, S, row, (d, dmin)]
+            dl = dd[..., 0:1] * (sc & 0xF).astype(np.float32)
+            ml = dd[..., 1:2] * (sc >> 4).astype(np.float32)
+            w = np.repeat(dl, 16, axis=-1) * q - np.repeat(ml, 16, axis=-1)
+        else:
+            hb = _bits_of(_lane_words(unit, 1024, 4), 4, 1, lambda s, k: 4 * (s % 4) + k)
+            q = q + 4 * _unlane(hb.astype(np.float32)) - 4
+            d = _f16(unit[..., 1728:1760].reshape(T, S, 16, 2))[..., 0]
+            dl = d[..., None] * _q3_k_scales(unit[..., 1536:1728].reshape(T, S, 16, 12))
+            w = np.repeat(dl, 16, axis=-1) * q
     else:
         raise ValueError(f"no tiled layout for {qtype}")
     full = w.transpose(0, 2, 1, 3).reshape(T * ROWS, n_in)  # [T, 16, S, 256] -> rows

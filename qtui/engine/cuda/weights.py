@@ -31,7 +31,7 @@ class Matrix:
     """A weight W[n_out, n_in] on the device: tiled (integer quants) or raw rows (float types)."""
 
     ptr: int
-    qtype: str  # kernel suffix: f32 f16 bf16 q8_0 q4_k q5_k q6_k
+    qtype: str  # kernel suffix: f32 f16 bf16, or one of the tiled integer quants (MMA_TYPES)
     n_out: int
     n_in: int
 

@@ -18,6 +18,31 @@ QTYPES = {
     "q4_k": QT.Q4_K,
     "q5_k": QT.Q5_K,
     "q6_k": QT.Q6_K,
+    "q4_0": QT.Q4_0,
+    "q4_1": QT.Q4_1,
+    "q5_0": QT.Q5_0,
+    "q5_1": QT.Q5_1,
+    "iq4_nl": QT.IQ4_NL,
+    "iq4_xs": QT.IQ4_XS,
+    "q2_k": QT.Q2_K,
+    "q3_k": QT.Q3_K,
+}
+# Where each type keeps its f16 fields in the bytes of 256 values: (block bytes, [(offset, low, high), ...]):
+# positive scales d, signed mins m of the _1 types, non-negative K-quant dmins.
+_D, _M, _DMIN = (0.001, 0.05), (-0.05, 0.05), (0.0, 0.05)
+F16_FIELDS = {
+    "q8_0": (34, [(0, *_D)]),
+    "q4_0": (18, [(0, *_D)]),
+    "q4_1": (20, [(0, *_D), (2, *_M)]),
+    "q5_0": (22, [(0, *_D)]),
+    "q5_1": (24, [(0, *_D), (2, *_M)]),
+    "iq4_nl": (18, [(0, 0.0001, 0.002)]),
+    "iq4_xs": (136, [(0, 0.0001, 0.002)]),
+    "q4_k": (144, [(0, *_D), (2, *_DMIN)]),
+    "q5_k": (176, [(0, *_D), (2, *_DMIN)]),
+    "q6_k": (210, [(208, 0.0005, 0.01)]),
+    "q2_k": (84, [(80, *_D), (82, *_DMIN)]),
+    "q3_k": (110, [(108, 0.0005, 0.01)]),
 }
 assert set(QTYPES) == set(GEMV_TYPES)
 
@@ -40,14 +65,10 @@ def random_weight(qtype: str, n_out: int, n_in: int, rng: np.random.Generator) -
     else:
         n_units = n_out * n_in // 256
         raw = rng.integers(0, 256, (n_units, UNIT_BYTES[qtype]), dtype=np.uint8)
-        if qtype == "q8_0":
-            blocks = raw.reshape(n_units * 8, 34)
-            blocks[:, 0:2] = _f16_bytes(rng, n_units * 8, 0.001, 0.05)
-        elif qtype in ("q4_k", "q5_k"):
-            raw[:, 0:2] = _f16_bytes(rng, n_units, 0.001, 0.05)  # d
-            raw[:, 2:4] = _f16_bytes(rng, n_units, 0.0, 0.05)  # dmin
-        else:  # q6_k: d is the last field
-            raw[:, 208:210] = _f16_bytes(rng, n_units, 0.0005, 0.01)
+        block, fields = F16_FIELDS[qtype]
+        blocks = raw.reshape(-1, block)
+        for offset, lo, hi in fields:
+            blocks[:, offset : offset + 2] = _f16_bytes(rng, len(blocks), lo, hi)
         raw = raw.reshape(n_out, -1)
     deq = np.asarray(gguf.quants.dequantize(raw, QTYPES[qtype]), dtype=np.float32).reshape(n_out, n_in)
     return np.ascontiguousarray(raw), deq
