@@ -279,7 +279,7 @@ def _iq4_xs_scales(hdr: np.ndarray) -> np.ndarray:
     j = np.arange(8)
     lo = (hdr[..., 4 + j // 2].astype(np.int32) >> (4 * (j % 2))) & 0xF
     ls = lo | (((sh[..., None] >> (2 * j)) & 3) << 4)
-    return cast(np.ndarray, d[..., None] * (ls - 32).astype(np.float32))
+    return d[..., None] * (ls - 32).astype(np.float32)
 
 
 def _q3_k_scales(sc: np.ndarray) -> np.ndarray:
