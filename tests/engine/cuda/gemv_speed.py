@@ -1,6 +1,6 @@
 """GEMV kernel speed on the 4b-shaped matrices (not a test: a device-side measurement for ptx/PERF.md).
 
-    python3 tests/engine/cuda/gemv_speed.py [--json OUT] [--rows 1,16,64]
+    python3 tests/engine/cuda/gemv_speed.py [--json OUT] [--rows 1,16,64] [--qtype q3_k] [--target-blocks 264]
 
 Each kernel is captured 20 times into one CUDA graph (PDL edges between the launches, as in a step) and
 replayed; time per launch from CUDA events. Prints GB/s of weight bytes read, to compare with the device's
@@ -30,6 +30,7 @@ SHAPES = [
 
 def main() -> int:
     from qtui.engine.cuda import driver as drv
+    from qtui.engine.cuda import kernels
     from qtui.engine.cuda.graphs import GraphCache
     from qtui.engine.cuda.kernels import KernelTable, Split
     from qtui.engine.cuda.repack import tiled_nbytes
@@ -40,7 +41,11 @@ def main() -> int:
     ap.add_argument("--rows", default="1,16,64")
     ap.add_argument("--only", help="matrix name substring (e.g. for one ncu profile)")
     ap.add_argument("--eager", action="store_true", help="plain launches, 3 per row count (for ncu)")
+    ap.add_argument("--qtype", help="every matrix in this tiled type instead of the Q4_K_M file's (e.g. q3_k)")
+    ap.add_argument("--target-blocks", type=int, help="MMA_TARGET_BLOCKS to try (the K split's block target)")
     args = ap.parse_args()
+    if args.target_blocks:
+        kernels.MMA_TARGET_BLOCKS = args.target_blocks
     drv.primary_context()
     kt, stream = KernelTable(), drv.new_stream()
     rng = np.random.default_rng()
@@ -49,6 +54,7 @@ def main() -> int:
     for name, qtype, outs, n_in, kind in SHAPES:
         if args.only and args.only not in name:
             continue
+        qtype = args.qtype or qtype
         n_mats = 2 if kind == "swiglu" else 1
         nbytes = tiled_nbytes(qtype, sum(outs), n_in) * n_mats
         ws = []
