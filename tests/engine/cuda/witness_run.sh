@@ -2,25 +2,30 @@
 # One witness run on the GPU machine (repo root): every GPU test, GEMV speed, qtui bench on the 4b and 0.8b
 # presets, the parity ladders through qtui serve. Everything lands in $OUT/witness.tgz; the tables print last.
 #   QTUI_COMMIT=<sha> bash tests/engine/cuda/witness_run.sh "<bench presets>" "<ladder presets>"
+# A preset is NAME or NAME:QUANT (default q4_k_m), e.g. "4b 4b:q3_k_m 27b"; its files are tagged NAME resp.
+# NAME-QUANT. T_TESTS=0 skips the GPU tests, SPEED=0 the GEMV speed table.
 source tests/engine/cuda/gpu_env.sh
 W=/tmp/witness; mkdir -p "$W"
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
   echo "commit ${QTUI_COMMIT:-unknown}"
   python3 -c "import cuda.bindings, numpy; print('cuda-bindings', cuda.bindings.__version__, 'numpy', numpy.__version__)"
 } 2>&1 | tee "$W/env.txt"
-timeout ${T_TESTS:-200} python3 -m pytest -m gpu tests/engine/cuda -q -rA -p no:cacheprovider > "$W/gpu-tests.log" 2>&1
-tail -3 "$W/gpu-tests.log"
-timeout 90 python3 tests/engine/cuda/gemv_speed.py --json "$W/gemv-speed.json" > "$W/gemv-speed.txt" 2>&1
+if [ "${T_TESTS:-200}" != 0 ]; then
+  timeout ${T_TESTS:-200} python3 -m pytest -m gpu tests/engine/cuda -q -rA -p no:cacheprovider > "$W/gpu-tests.log" 2>&1
+  tail -3 "$W/gpu-tests.log"
+fi
+[ "${SPEED:-1}" != 0 ] && timeout 90 python3 tests/engine/cuda/gemv_speed.py --json "$W/gemv-speed.json" > "$W/gemv-speed.txt" 2>&1
 for v in $VARIANTS; do  # comparison builds under .ptxvar/<v> (speed only)
   QTUI_PTX_DIR=.ptxvar/$v timeout 90 python3 tests/engine/cuda/gemv_speed.py --json "$W/gemv-speed-$v.json" \
     > "$W/gemv-speed-$v.txt" 2>&1
 done
-for preset in ${1:-4b 0.8b}; do
-  python3 -m qtui make-model "/tmp/$preset.gguf" --preset "$preset" --quant q4_k_m --seed 0 > /dev/null
-  timeout ${T_BENCH:-150} python3 -m qtui bench "/tmp/$preset.gguf" --engine cuda --json --profile \
-    --max-context 4608 --long-prompt 4096 $BENCH_ARGS > "$W/bench-$preset.json" 2> "$W/bench-$preset.err"
+source tests/engine/cuda/model_spec.sh
+for spec in ${1:-4b 0.8b}; do
+  model_spec "$spec" || exit 1
+  timeout ${T_BENCH:-150} python3 -m qtui bench "$GGUF" --engine cuda --json --profile \
+    --max-context 4608 --long-prompt 4096 $BENCH_ARGS > "$W/bench-$TAG.json" 2> "$W/bench-$TAG.err"
   python3 -c "import json, sys; from qtui.tools import bench; print(bench.format_table(json.load(open(sys.argv[1]))))" \
-    "$W/bench-$preset.json" > "$W/bench-$preset.txt" 2>&1 || tail -5 "$W/bench-$preset.err" > "$W/bench-$preset.txt"
+    "$W/bench-$TAG.json" > "$W/bench-$TAG.txt" 2>&1 || tail -5 "$W/bench-$TAG.err" > "$W/bench-$TAG.txt"
 done
 OUT=$W bash tests/engine/cuda/ladder_run.sh "${2:-4b 0.8b}" > "$W/ladders.log" 2>&1
 tar -czf "$OUT/witness.tgz" -C /tmp witness
