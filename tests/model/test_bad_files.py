@@ -110,12 +110,29 @@ def test_wrong_arch(tiny_gguf: Path, tmp_path: Path) -> None:
 def test_unsupported_type(tiny_gguf: Path, tmp_path: Path) -> None:
     target = "blk.2.ffn_up.weight"
 
+    def to_mxfp4(name: str, data: np.ndarray, qtype: QT) -> tuple[np.ndarray, QT]:
+        if name != target:
+            return data, qtype
+        return gguf.quants.quantize(data.astype(np.float32), QT.MXFP4), QT.MXFP4
+
+    _fails(rewrite(tiny_gguf, tmp_path / "u.gguf", tensor_fn=to_mxfp4), target, "MXFP4")
+
+
+def test_q4_0_tensor_loads(tiny_gguf: Path, tmp_path: Path) -> None:
+    """Q4_0 (issue 14's stock-GGUF types) is supported now: a file with one Q4_0 matrix opens and dequantizes."""
+    target = "blk.2.ffn_up.weight"
+    src = {}
+
     def to_q4_0(name: str, data: np.ndarray, qtype: QT) -> tuple[np.ndarray, QT]:
         if name != target:
             return data, qtype
-        return gguf.quants.quantize(data.astype(np.float32), QT.Q4_0), QT.Q4_0
+        src["x"] = data.astype(np.float32)
+        return gguf.quants.quantize(src["x"], QT.Q4_0), QT.Q4_0
 
-    _fails(rewrite(tiny_gguf, tmp_path / "u.gguf", tensor_fn=to_q4_0), target, "Q4_0")
+    with GGUFModel.open(rewrite(tiny_gguf, tmp_path / "q.gguf", tensor_fn=to_q4_0)) as model:
+        y = model.dequantize(target)
+    x = src["x"]
+    assert y.shape == x.shape and np.sqrt(np.mean((y - x) ** 2) / np.mean(x * x)) < 0.15
 
 
 @pytest.mark.parametrize("target", ["blk.1.ssm_a", "blk.3.attn_k.weight"])
