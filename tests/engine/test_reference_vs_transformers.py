@@ -84,8 +84,10 @@ SHAPES: dict[str, str | Preset] = {
         ("tiny", "f32"),
         ("tiny-tiled", "f32"),
         ("tiny-tiled", "q4_k_m"),  # q4_k_m: both sides dequantize the blocks
-        ("tiny-tiled", "q3_k_m"),  # stock mixes with Q3_K / Q5_K / IQ4_XS blocks (random valid blocks)
-        ("tiny-tiled", "iq4_xs"),
+        # the other stock llama-quantize mixes: Q2_K / Q3_K / IQ4_XS weights are random valid blocks (no numpy
+        # encoder), Q4_0 is gguf's quantize of the float draws. Not q5_0: transformers' GGUF reader (5.24)
+        # refuses ggml type 6 (Q5_0) outright; its blocks are held to gguf.quants in tests/model instead.
+        *[("tiny-tiled", mix) for mix in ("q4_0", "q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "iq4_xs")],
         ("2b-4layers", "q4_k_m"),
         ("9b-4layers-narrow", "q4_k_m"),
         ("27b-4layers-narrow", "q8_0"),
