@@ -91,6 +91,8 @@ SHAPES: dict[str, str | Preset] = {
         ("2b-4layers", "q4_k_m"),
         ("9b-4layers-narrow", "q4_k_m"),
         ("27b-4layers-narrow", "q8_0"),
+        ("9b-4layers-narrow", "q3_k_m"),  # a real head layout under the stock mixes (27b: n_gqa 6, so
+        ("27b-4layers-narrow", "iq4_xs"),  # IQ4_XS puts attn_qkv / attn_v in Q5_K, l.587-589)
     ],
 )
 def test_reference_matches_transformers(shape: str, quant: str, make_model) -> None:
