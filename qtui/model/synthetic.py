@@ -166,8 +166,9 @@ PRESETS: dict[str, Preset] = {
 }
 
 
-def preset_config(p: Preset, n_vocab: int, mtp: bool = False, tied: bool = True) -> Qwen35Config:
-    """The Qwen35Config a file of preset p describes (main stack only; MTP adds one block to the file)."""
+def preset_config(p: Preset, n_vocab: int, mtp: bool = False, tied: bool | None = None) -> Qwen35Config:
+    """The Qwen35Config a file of preset p describes (main stack only; MTP adds one block to the file).
+    tied None: the preset's own."""
     recurrent = tuple((i + 1) % p.full_attention_interval != 0 for i in range(p.n_layer))
     return Qwen35Config(
         n_vocab=n_vocab,
@@ -188,7 +189,7 @@ def preset_config(p: Preset, n_vocab: int, mtp: bool = False, tied: bool = True)
         ssm_d_inner=p.ssm_dt_rank * p.ssm_d_state,
         recurrent=recurrent,
         nextn_predict_layers=1 if mtp else 0,
-        tied_embeddings=tied,
+        tied_embeddings=p.tied if tied is None else tied,
     )
 
 
@@ -276,7 +277,7 @@ def write_model(
     p, name = resolve_preset(preset, n_layers)
     path = Path(path)
     vocab = build_vocab(p.n_vocab, seed)
-    cfg = preset_config(p, len(vocab.tokens), mtp, p.tied if tied is None else tied)
+    cfg = preset_config(p, len(vocab.tokens), mtp, tied)
     tensors = file_tensors(cfg)
     types = {n: tensor_qtype(n, s, quant, cfg) for n, s in tensors.items()}
 

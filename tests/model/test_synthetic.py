@@ -185,7 +185,7 @@ def test_layers_cut_keeps_the_pattern(make_model) -> None:
 def test_real_presets_config(preset: str, tied: bool, h_v: int) -> None:
     """The new real shapes (reference/qwen35.md §1.1 "Other sizes"): head defaults and derived sizes."""
     p = PRESETS[preset]
-    cfg = preset_config(p, 248320, tied=p.tied)
+    cfg = preset_config(p, 248320)
     assert cfg.tied_embeddings == tied and cfg.ssm_dt_rank == h_v and cfg.ssm_n_group == 16
     assert cfg.head_dim == 256 and cfg.n_rot == 64 and cfg.d_k == cfg.d_v == 128
     assert len(cfg.attention_layers) * 4 == cfg.n_layer

@@ -104,7 +104,7 @@ def _role(name: str, tied: bool) -> str:
 @pytest.mark.parametrize("mix", sorted(EXPECTED))
 def test_stock_mix_table(preset: str, mix: str) -> None:
     p = PRESETS[preset]
-    cfg = preset_config(p, p.n_vocab or 0, tied=p.tied)
+    cfg = preset_config(p, p.n_vocab or 0)
     assert cfg.n_layer == 32 and cfg.n_head // cfg.n_head_kv == 4 and cfg.tied_embeddings == (preset == "4b")
     seen: set[str] = set()
     for name, shape in file_tensors(cfg).items():
@@ -123,7 +123,7 @@ def test_stock_mix_table(preset: str, mix: str) -> None:
 
 def test_untied_9b_has_both_embedding_and_head() -> None:
     p = PRESETS["9b"]
-    cfg = preset_config(p, p.n_vocab or 0, tied=p.tied)
+    cfg = preset_config(p, p.n_vocab or 0)
     tensors = file_tensors(cfg)
     types = {n: tensor_qtype(n, s, "q4_k_m", cfg) for n, s in tensors.items()}
     assert types["output.weight"] == QT.Q6_K and types["token_embd.weight"] == QT.Q4_K  # qwen35.md §5.1
