@@ -18,7 +18,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("load", "qtui.tools.stream_load", "N clients streaming through a server: aggregate tok/s, TTFT, token gaps"),
     ("bench", "qtui.tools.bench", "decode/prefill speed, concurrency ladder, %% of the bandwidth floor"),
     ("generate", "qtui.engine.generate", "one-shot greedy generation from a prompt"),
-    ("make-model", "qtui.model.synthetic", "write a synthetic qwen35 GGUF (tiny / 0.8b / 4b shapes)"),
+    ("make-model", "qtui.model.synthetic", "write a synthetic qwen35 GGUF (tiny / 0.8b / 2b / 4b / 9b / 27b shapes)"),
     ("info", "qtui.model.info", "architecture, sizes, tensor bytes, sha256 and memory needs of a GGUF"),
 ]
 

@@ -36,13 +36,15 @@ _MODEL_CACHE: dict[tuple[str, str, int], Path] = {}
 
 @pytest.fixture(scope="session")
 def make_model(tmp_path_factory: pytest.TempPathFactory):
-    """make_model(preset, quant="f32", seed=0) -> Path of a synthetic GGUF, written once per session."""
+    """make_model(preset, quant="f32", seed=0, **write_model kwargs) -> Path of a synthetic GGUF, written once per
+    session; preset is a PRESETS name or a Preset."""
     from qtui.model.synthetic import write_model
 
-    def _make(preset: str, quant: str = "f32", seed: int = 0, **kwargs) -> Path:
+    def _make(preset, quant: str = "f32", seed: int = 0, **kwargs) -> Path:
         key = (preset, quant, seed) + tuple(sorted(kwargs.items()))
         if key not in _MODEL_CACHE:
-            out = tmp_path_factory.mktemp("models") / f"{preset}-{quant}-s{seed}.gguf"
+            label = preset if isinstance(preset, str) else "custom"  # a Preset object: a test's own shape
+            out = tmp_path_factory.mktemp("models") / f"{label}-{quant}-s{seed}.gguf"
             write_model(out, preset=preset, quant=quant, seed=seed, progress=False, **kwargs)
             _MODEL_CACHE[key] = out
         return _MODEL_CACHE[key]

@@ -4,10 +4,11 @@ What is checked, and why not everything:
 
 * 1-D tensors (norms, `ssm_a`, `ssm_dt.bias`), `ssm_conv1d` and any F32 tensor kept F32 by the converter:
   every value. They are small, and a NaN there poisons every token.
-* Quantized tensors (Q8_0, Q4_K, Q5_K, Q6_K): every block's f16 scale(s), `d` and (K-quants with minimums)
-  `dmin`, read straight from the raw bytes, vectorised (~0.2 s per GB of weights in the page cache; the
-  sha256 at start-up reads them all anyway). The quants themselves are small integers, so finite scales make
-  every dequantized value finite: this covers the whole tensor.
+* Quantized tensors (Q4_0 .. Q8_0, Q2_K .. Q6_K, IQ4_NL, IQ4_XS): every block's f16 scale(s), `d` and
+  (types with minimums) `m` / `dmin`, read straight from the raw bytes, vectorised (~0.2 s per GB of weights
+  in the page cache; the sha256 at start-up reads them all anyway). The quants themselves are small integers
+  (IQ4 codes index a fixed table), so finite scales make every dequantized value finite: this covers the whole
+  tensor.
 * F32 / F16 / BF16 matrices: every value (an exponent-bits test on the raw 16-bit words for F16 / BF16),
   but only when all such matrices together are at most `FLOAT_MATRIX_BUDGET` bytes (test models, small
   checkpoints). A multi-GB unquantized file would pay a full extra pass over its weights at every start; its
@@ -28,7 +29,10 @@ from qtui.model import layout
 QT = gguf.GGMLQuantizationType
 FLOAT_MATRIX_BUDGET = 256 << 20
 # byte offsets of the f16 scales inside one block (reference/qwen35.md §5; ggml's block_q8_0 / block_q*_K)
-SCALE_OFFSETS = {QT.Q8_0: (0,), QT.Q4_K: (0, 2), QT.Q5_K: (0, 2), QT.Q6_K: (208,)}
+SCALE_OFFSETS = {
+    QT.Q8_0: (0,), QT.Q4_0: (0,), QT.Q4_1: (0, 2), QT.Q5_0: (0,), QT.Q5_1: (0, 2), QT.IQ4_NL: (0,),  # d (, m)
+    QT.Q2_K: (80, 82), QT.Q3_K: (108,), QT.Q4_K: (0, 2), QT.Q5_K: (0, 2), QT.Q6_K: (208,), QT.IQ4_XS: (0,),
+}  # fmt: skip
 _EXPONENT = {QT.F16: 0x7C00, QT.BF16: 0x7F80}  # all exponent bits set: Inf or NaN
 
 

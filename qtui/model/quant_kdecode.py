@@ -1,5 +1,9 @@
 """A second, deliberately plain K-quant decoder, transcribed formula by formula from reference/qwen35.md §5
-(ggml `dequantize_row_q{4,5,6}_K`). Tests hold both our encoders and gguf.quants to it; kernels can too."""
+(ggml `dequantize_row_q{2,3,4,5,6}_K`). Tests hold both our encoders and gguf.quants to it; kernels can too.
+
+Q2_K 84 B: scales[16] (lo nibble scale, hi nibble min) | qs[64] (2-bit) | d f16 | dmin f16
+Q3_K 110 B: hmask[32] (3rd bit, inverted) | qs[64] (low 2 bits) | scales[12] (16 x 6-bit) | d f16
+"""
 
 from __future__ import annotations
 
@@ -60,10 +64,65 @@ def decode_q6(data: np.ndarray) -> np.ndarray:
     return y
 
 
+def decode_q2(data: np.ndarray) -> np.ndarray:
+    """Q2_K [nb, 84] -> float32 [nb, 256] (dequantize_row_q2_K)."""
+    d, dmin = _f16(data[:, 80:82]), _f16(data[:, 82:84])
+    y = np.empty((data.shape[0], 256), dtype=_F32)
+    is_ = 0
+    for n in range(2):  # 128 values per half, from 32 bytes of qs
+        q = data[:, 16 + 32 * n : 48 + 32 * n]
+        for j in range(4):  # shift 2j picks the 2-bit field
+            for half in range(2):  # q[l] and q[l + 16], each under its own scale byte
+                sc = data[:, is_]
+                is_ += 1
+                dl, ml = d * (sc & 0xF).astype(_F32), dmin * (sc >> 4).astype(_F32)
+                lv = (q[:, 16 * half : 16 * half + 16] >> (2 * j)) & 3
+                y0 = 128 * n + 32 * j + 16 * half
+                y[:, y0 : y0 + 16] = dl[:, None] * lv.astype(_F32) - ml[:, None]
+    return y
+
+
+def q3_scales(raw: np.ndarray) -> np.ndarray:
+    """Q3_K 12-byte scales [nb, 12] -> 16 signed scales [nb, 16] (the aux[] kmask1/kmask2 shuffle, per byte).
+
+    Scale k: low 4 bits from byte k % 8 (nibble k // 8), high 2 bits from byte 8 + k % 4 at bits 2 (k // 4).
+    """
+    b = raw.astype(np.int16)
+    sc = np.empty((raw.shape[0], 16), dtype=np.int16)
+    for k in range(16):
+        lo = (b[:, k % 8] >> (4 * (k // 8))) & 0xF
+        hi = (b[:, 8 + k % 4] >> (2 * (k // 4))) & 3
+        sc[:, k] = (lo | (hi << 4)) - 32
+    return sc
+
+
+def decode_q3(data: np.ndarray) -> np.ndarray:
+    """Q3_K [nb, 110] -> float32 [nb, 256] (dequantize_row_q3_K)."""
+    d_all = _f16(data[:, 108:110])
+    hm, scales = data[:, 0:32], q3_scales(data[:, 96:108])
+    y = np.empty((data.shape[0], 256), dtype=_F32)
+    is_, m = 0, 1
+    for n in range(2):
+        q = data[:, 32 + 32 * n : 64 + 32 * n]
+        for j in range(4):
+            for half in range(2):
+                dl = d_all * scales[:, is_].astype(_F32)
+                is_ += 1
+                sl = slice(16 * half, 16 * half + 16)
+                lv = ((q[:, sl] >> (2 * j)) & 3).astype(np.int16) - np.where(hm[:, sl] & m, 0, 4)
+                y0 = 128 * n + 32 * j + 16 * half
+                y[:, y0 : y0 + 16] = dl[:, None] * lv.astype(_F32)
+            m <<= 1
+    return y
+
+
+_DECODERS = {QT.Q2_K: decode_q2, QT.Q3_K: decode_q3, QT.Q6_K: decode_q6}
+
+
 def decode_kquant(data: np.ndarray, qtype: QT) -> np.ndarray:
     """K-quant block bytes [nb, type_size] -> float32 [nb, 256]."""
     data = np.ascontiguousarray(data, dtype=np.uint8)
-    if qtype == QT.Q6_K:
-        return decode_q6(data)
+    if qtype in _DECODERS:
+        return _DECODERS[qtype](data)
     assert qtype in (QT.Q4_K, QT.Q5_K), qtype
     return decode_q4_q5(data, qtype)

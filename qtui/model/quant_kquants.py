@@ -20,6 +20,7 @@ import numpy as np
 
 QK_K = 256
 QT = gguf.GGMLQuantizationType
+RANDOM_TYPES = frozenset({QT.Q4_K, QT.Q5_K, QT.Q6_K})  # what random_kquant_blocks draws
 _F32 = np.float32
 
 

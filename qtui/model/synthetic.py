@@ -3,8 +3,10 @@ llama-quantize) writes a real Qwen3.5 one: same keys (reference/qwen35.md §3.3)
 (`layout`, §3.4), per-tensor types (`synthetic_recipe`, §5.1), tokenizer keys from `vocab.build_vocab`.
 
 Presets: `tiny` / `tiny-tiled` (every K-quant-able dim a multiple of 256; H_v = H_k resp. 2 H_k) and the
-real `0.8b` / `4b` shapes. Same (preset, quant, seed, mtp) -> byte-identical file. Tensors are streamed to
-disk one row-chunk at a time, so a 4b file needs well under 1 GB of memory.
+real `0.8b` / `2b` / `4b` / `9b` / `27b` shapes (reference/qwen35.md §1; 9b and 27b untied). `n_layers` cuts
+the stack (keeping the full_attention_interval pattern) for CPU-sized files of a real shape. Same (preset,
+quant, seed, mtp, tied, n_layers) -> byte-identical file. Tensors are streamed to disk one row-chunk at a
+time, so even a 27b file needs well under 1 GB of memory.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class Preset:
     ssm_n_group: int  # H_k
     ssm_dt_rank: int  # H_v
     random_blocks: bool = False  # K-quant weights drawn as random valid blocks (multi-GB presets)
+    tied: bool = True  # no output.weight: the head reads token_embd (0.8B/2B/4B); 9B/27B are untied
     rope_theta: float = 1e7
     rms_eps: float = 1e-6
     ssm_d_conv: int = 4
@@ -100,11 +103,72 @@ PRESETS: dict[str, Preset] = {
         ssm_dt_rank=32,
         random_blocks=True,
     ),
+    # 2B: hidden 2048 (llama.cpp qwen35.cpp:25 tells 2B from 0.8B by n_embd != 1024 at 24 layers). The rest is
+    # UNVERIFIED against the official config.json: ffn 6144, 8 heads, 2 KV heads, H_k = H_v = 16 and tied
+    # embeddings come from third-party copies of its text_config, and agree with the published
+    # unsloth Qwen3.5-2B-Q4_K_M.gguf size (1.28 GB: ~1.88 B parameters, token_embd Q6_K as the tied head).
+    "2b": Preset(
+        n_vocab=248320,
+        n_embd=2048,
+        n_layer=24,
+        n_ff=6144,
+        n_head=8,
+        n_head_kv=2,
+        head_dim=256,
+        n_rot=64,
+        rope_sections=(11, 11, 10, 0),
+        context_length=262144,
+        ssm_d_state=128,
+        ssm_n_group=16,
+        ssm_dt_rank=16,
+        random_blocks=True,
+    ),
+    # 9B: reference/qwen35.md §1.1 "Other sizes" (32 layers, hidden 4096, H_k 16, H_v 32) and §1.2 (transformers'
+    # defaults are the 9B: ffn 12288, 16 heads, 4 KV heads, head_dim 256, untied).
+    "9b": Preset(
+        n_vocab=248320,
+        n_embd=4096,
+        n_layer=32,
+        n_ff=12288,
+        n_head=16,
+        n_head_kv=4,
+        head_dim=256,
+        n_rot=64,
+        rope_sections=(11, 11, 10, 0),
+        context_length=262144,
+        ssm_d_state=128,
+        ssm_n_group=16,
+        ssm_dt_rank=32,
+        random_blocks=True,
+        tied=False,
+    ),
+    # 27B: reference/qwen35.md §1.1 "Other sizes" (64 layers, hidden 5120, ffn 17408, 24 heads, 4 KV heads,
+    # untied). The linear-attention heads (H_k 16, H_v 48, d_k = d_v 128) are not in the reference: several
+    # third-party copies of its text_config agree on them, and they give 26.9 B parameters (H_v 32 would give
+    # 25.3 B). UNVERIFIED against the official config.json.
+    "27b": Preset(
+        n_vocab=248320,
+        n_embd=5120,
+        n_layer=64,
+        n_ff=17408,
+        n_head=24,
+        n_head_kv=4,
+        head_dim=256,
+        n_rot=64,
+        rope_sections=(11, 11, 10, 0),
+        context_length=262144,
+        ssm_d_state=128,
+        ssm_n_group=16,
+        ssm_dt_rank=48,
+        random_blocks=True,
+        tied=False,
+    ),
 }
 
 
-def preset_config(p: Preset, n_vocab: int, mtp: bool = False, tied: bool = True) -> Qwen35Config:
-    """The Qwen35Config a file of preset p describes (main stack only; MTP adds one block to the file)."""
+def preset_config(p: Preset, n_vocab: int, mtp: bool = False, tied: bool | None = None) -> Qwen35Config:
+    """The Qwen35Config a file of preset p describes (main stack only; MTP adds one block to the file).
+    tied None: the preset's own."""
     recurrent = tuple((i + 1) % p.full_attention_interval != 0 for i in range(p.n_layer))
     return Qwen35Config(
         n_vocab=n_vocab,
@@ -125,7 +189,7 @@ def preset_config(p: Preset, n_vocab: int, mtp: bool = False, tied: bool = True)
         ssm_d_inner=p.ssm_dt_rank * p.ssm_d_state,
         recurrent=recurrent,
         nextn_predict_layers=1 if mtp else 0,
-        tied_embeddings=tied,
+        tied_embeddings=p.tied if tied is None else tied,
     )
 
 
@@ -168,36 +232,59 @@ def file_tensors(cfg: Qwen35Config) -> dict[str, tuple[int, ...]]:
     return out
 
 
+def resolve_preset(preset: str | Preset, n_layers: int | None = None) -> tuple[Preset, str]:
+    """(the Preset, its general.name) for a preset name or object, cut to n_layers if given.
+
+    The cut keeps the first n_layers blocks, so the layer pattern (every full_attention_interval-th layer is
+    full attention) is the full model's prefix.
+    """
+    if isinstance(preset, str):
+        if preset not in PRESETS:
+            raise ValueError(f"unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
+        p, name = PRESETS[preset], f"qtui-synthetic-{preset}"
+    else:
+        p, name = preset, "qtui-synthetic-custom"
+    if n_layers is not None:
+        if not 1 <= n_layers <= p.n_layer:
+            raise ValueError(f"--layers must be 1..{p.n_layer} for this preset, got {n_layers}")
+        if n_layers != p.n_layer:
+            p, name = dataclasses.replace(p, n_layer=n_layers), f"{name}-{n_layers}layers"
+    return p, name
+
+
 def write_model(
     path: str | Path,
-    preset: str,
+    preset: str | Preset,
     quant: str = "f32",
     seed: int = 0,
     progress: bool = True,
     mtp: bool = False,
-    tied: bool = True,
+    tied: bool | None = None,
+    n_layers: int | None = None,
 ) -> Path:
     """Write a synthetic qwen35 GGUF to `path` and return it. Deterministic in its arguments.
 
+    preset: a PRESETS name, or a Preset (tests build narrowed shapes this way).
     mtp: add the MTP block (block_count = n_layer + 1, nextn_predict_layers 1), as new converters do.
-    tied: False writes a separate `output.weight` head (like the 9B/27B) instead of reusing token_embd.
+    tied: False writes a separate `output.weight` head (like the 9B/27B) instead of reusing token_embd;
+    None takes the preset's own (untied for 9b / 27b).
+    n_layers: cut the stack to its first n_layers blocks (same layer pattern) for CPU-sized files.
     """
     from qtui.model.vocab import add_to_gguf, build_vocab
 
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
     if quant not in QUANTS:
         raise ValueError(f"unknown quant {quant!r}; choose from {', '.join(QUANTS)}")
-    p, path = PRESETS[preset], Path(path)
+    p, name = resolve_preset(preset, n_layers)
+    path = Path(path)
     vocab = build_vocab(p.n_vocab, seed)
     cfg = preset_config(p, len(vocab.tokens), mtp, tied)
     tensors = file_tensors(cfg)
-    types = {n: tensor_qtype(n, s, quant, cfg.n_layer_all, cfg.tied_embeddings) for n, s in tensors.items()}
+    types = {n: tensor_qtype(n, s, quant, cfg) for n, s in tensors.items()}
 
     part = path.with_name(path.name + ".part")  # renamed into place only when complete
     w = gguf.GGUFWriter(part, ARCH)
     try:
-        _add_hparams(w, p, cfg, f"qtui-synthetic-{preset}", quant)
+        _add_hparams(w, p, cfg, name, quant)
         add_to_gguf(w, vocab)
         for name, shape in tensors.items():
             w.add_tensor_info(name, shape, np.dtype(np.float32), n_bytes(shape, types[name]), raw_dtype=types[name])
@@ -245,13 +332,24 @@ def _write_data(
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("out", metavar="OUT", type=Path, help="GGUF file to write")
-    parser.add_argument("--preset", choices=list(PRESETS), default="tiny", help="model shape (default: tiny)")
+    parser.add_argument(
+        "--preset", choices=list(PRESETS), default="tiny", help="model shape (default: tiny); 9b and 27b are untied"
+    )
     parser.add_argument("--quant", choices=list(QUANTS), default="f32", help="weight type recipe (default: f32)")
     parser.add_argument("--seed", type=int, default=0, help="weights and vocabulary seed (default: 0)")
     parser.add_argument(
         "--mtp", action="store_true", help="also write an MTP block (blk.{n_layer}.*), like new converters"
     )
-    parser.add_argument("--untied", action="store_true", help="write a separate output.weight head (like 9B/27B)")
+    parser.add_argument(
+        "--layers", type=int, default=None, metavar="N", help="cut the stack to its first N layers (same pattern)"
+    )
+    head = parser.add_mutually_exclusive_group()
+    head.add_argument(
+        "--untied", dest="tied", action="store_false", default=None, help="write a separate output.weight head"
+    )
+    head.add_argument(
+        "--tied", dest="tied", action="store_true", default=None, help="no output.weight (the head reads token_embd)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -265,11 +363,13 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         progress=True,
         mtp=args.mtp,
-        tied=not args.untied,
+        tied=args.tied,
+        n_layers=args.layers,
     )
     size = out.stat().st_size
+    layers = f", {args.layers} layers" if args.layers else ""
     print(
-        f"wrote {out} ({size / 1e6:.1f} MB, preset {args.preset}, {args.quant}, seed {args.seed}) "
+        f"wrote {out} ({size / 1e6:.1f} MB, preset {args.preset}{layers}, {args.quant}, seed {args.seed}) "
         f"in {time.perf_counter() - t0:.1f} s"
     )
     return 0

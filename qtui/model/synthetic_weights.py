@@ -11,11 +11,13 @@ llama.cpp converter's transforms (reference/qwen35.md §3.2):
 Value heads are drawn directly in GGUF's tiled order (nothing reads HF's grouped order).
 
 Each tensor has its own generator seeded by (seed, crc32(name)), so a tensor's values do not depend on
-which other tensors the file holds or on the quant: q8_0 and f32 files of one seed share their weights.
+which other tensors the file holds or on the quant: q8_0 and f32 files of one seed share their weights
+(up to quantization; not for types drawn as random blocks, see `can_encode`).
 """
 
 from __future__ import annotations
 
+import functools
 import zlib
 from collections.abc import Iterator
 
@@ -64,7 +66,8 @@ def tensor_bytes(name: str, shape: tuple[int, ...], qtype: QT, seed: int, random
     """The stored bytes of one tensor, as a sequence of uint8 chunks (whole rows each) to write in order.
 
     random_blocks: for K-quant 2-D weights, draw valid blocks directly (multi-GB presets) instead of
-    quantizing float draws. Either way only one chunk is in memory at a time.
+    quantizing float draws; types without a float encoder are always drawn as blocks. Either way only one
+    chunk is in memory at a time.
     """
     rng = tensor_rng(seed, name)
     if len(shape) < 2 or not _is_dense(name):
@@ -73,13 +76,27 @@ def tensor_bytes(name: str, shape: tuple[int, ...], qtype: QT, seed: int, random
     rows, cols = shape
     row_bytes = quants.n_bytes((1, cols), qtype)
     step = max(1, _CHUNK_BYTES // row_bytes)
+    draw_blocks = (random_blocks and qtype in quants.K_QUANTS) or not can_encode(qtype)
     for r0 in range(0, rows, step):
         n = min(step, rows - r0)
-        if random_blocks and qtype in quants.K_QUANTS:
+        if draw_blocks:
             chunk = quants.random_blocks(qtype, n, cols, rng, std=weight_std(name, shape))
         else:
             chunk = quants.quantize(draw_dense(name, (n, cols), rng), qtype)
         yield chunk.reshape(-1)
+
+
+@functools.cache
+def can_encode(qtype: QT) -> bool:
+    """False for the types quants.py only draws as random blocks (no float encoder: Q2_K, Q3_K, IQ4_XS, ...).
+
+    Their tensors are always random valid blocks, so a file of such a mix does not share its weights with
+    the f32 file of the same seed (the other types do)."""
+    try:
+        quants.quantize(np.zeros((1, quants.block_size(qtype)), np.float32), qtype)
+    except NotImplementedError:
+        return False
+    return True
 
 
 def _is_dense(name: str) -> bool:

@@ -14,9 +14,18 @@ Error measure per position: rel_err = max|ours - hf| / max|hf| over the vocabula
 Greedy tokens must agree, except where transformers' top-2 margin is below 2 * REL_TOL * max|hf| (a near
 tie that a tolerance-sized error may flip): such positions are printed with their margin and allowed.
 PROMPT_LEN + DECODE_STEPS > 64 so transformers' chunked delta rule (chunk 64) crosses a chunk boundary.
+
+The real 2b / 9b / 27b shapes run cut to 4 layers (3 Gated DeltaNet + 1 attention) with the tiny vocabulary:
+2b keeps its true widths; 9b and 27b keep every head count and head size (16 / 24 query heads, 4 KV heads,
+H_k 16 with H_v 32 / 48 tiled value heads, head_dim 256, d_k = d_v 128) and their untied head, but run with
+hidden 512 and ffn 1024, because 4 true-width layers are 0.86 B / 1.5 B parameters, 3.5 / 6 GB of float32 on
+each side, far past the ~30 s a test may take on 2 cores. Their K-quant weights are random valid blocks
+(as the full-size presets write them), which both sides dequantize alike.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -26,6 +35,7 @@ transformers = pytest.importorskip("transformers")
 
 from qtui.engine.reference import ReferenceEngine  # noqa: E402
 from qtui.model.gguf_file import GGUFModel  # noqa: E402
+from qtui.model.synthetic import PRESETS, Preset  # noqa: E402
 
 REL_TOL = 1e-4
 PROMPT_LEN = 40
@@ -54,12 +64,40 @@ def engine_logits(engine: ReferenceEngine, prompt: list[int], steps: int) -> tup
     return ids, np.stack(rows)
 
 
+def _cut(name: str, **narrow: int) -> Preset:
+    """Preset `name` cut to 4 layers, tiny vocabulary, random valid K-quant blocks; `narrow` overrides widths."""
+    return dataclasses.replace(PRESETS[name], n_layer=4, n_vocab=None, context_length=4096, **narrow)
+
+
+SHAPES: dict[str, str | Preset] = {
+    "tiny": "tiny",
+    "tiny-tiled": "tiny-tiled",
+    "2b-4layers": _cut("2b"),  # true widths: hidden 2048, ffn 6144, H_k = H_v = 16, tied
+    "9b-4layers-narrow": _cut("9b", n_embd=512, n_ff=1024),  # H_v 32 = 2 H_k, untied
+    "27b-4layers-narrow": _cut("27b", n_embd=512, n_ff=1024),  # H_v 48 = 3 H_k, 24 / 4 heads, untied
+}
+
+
 @pytest.mark.parametrize(
-    "preset, quant",
-    [("tiny", "f32"), ("tiny-tiled", "f32"), ("tiny-tiled", "q4_k_m")],  # q4_k_m: both sides dequantize the blocks
+    "shape, quant",
+    [
+        ("tiny", "f32"),
+        ("tiny-tiled", "f32"),
+        ("tiny-tiled", "q4_k_m"),  # q4_k_m: both sides dequantize the blocks
+        # the other stock llama-quantize mixes: Q2_K / Q3_K / IQ4_XS weights are random valid blocks (no numpy
+        # encoder), Q4_0 is gguf's quantize of the float draws. Not q5_0: transformers' GGUF reader (5.24)
+        # refuses ggml type 6 (Q5_0) outright; its blocks are held to gguf.quants in tests/model instead.
+        *[("tiny-tiled", mix) for mix in ("q4_0", "q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "iq4_xs")],
+        ("2b-4layers", "q4_k_m"),
+        ("9b-4layers-narrow", "q4_k_m"),
+        ("27b-4layers-narrow", "q8_0"),
+        ("9b-4layers-narrow", "q3_k_m"),  # a real head layout under the stock mixes (27b: n_gqa 6, so
+        ("27b-4layers-narrow", "iq4_xs"),  # IQ4_XS puts attn_qkv / attn_v in Q5_K, l.587-589)
+    ],
 )
-def test_reference_matches_transformers(preset: str, quant: str, make_model) -> None:
-    path = make_model(preset, quant)
+def test_reference_matches_transformers(shape: str, quant: str, make_model) -> None:
+    path = make_model(SHAPES[shape], quant)
+    preset = shape
     seed = int(np.random.default_rng().integers(2**32))  # a fresh prompt every run; printed for reproduction
     with GGUFModel.open(path) as model:
         engine = ReferenceEngine(model, max_slots=1, max_context=PROMPT_LEN + DECODE_STEPS)

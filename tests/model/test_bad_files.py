@@ -110,12 +110,47 @@ def test_wrong_arch(tiny_gguf: Path, tmp_path: Path) -> None:
 def test_unsupported_type(tiny_gguf: Path, tmp_path: Path) -> None:
     target = "blk.2.ffn_up.weight"
 
+    def to_mxfp4(name: str, data: np.ndarray, qtype: QT) -> tuple[np.ndarray, QT]:
+        if name != target:
+            return data, qtype
+        return gguf.quants.quantize(data.astype(np.float32), QT.MXFP4), QT.MXFP4
+
+    _fails(rewrite(tiny_gguf, tmp_path / "u.gguf", tensor_fn=to_mxfp4), target, "MXFP4")
+
+
+def test_q4_0_tensor_loads(tiny_gguf: Path, tmp_path: Path) -> None:
+    """Q4_0 (issue 14's stock-GGUF types) is supported now: a file with one Q4_0 matrix opens and dequantizes."""
+    target = "blk.2.ffn_up.weight"
+    src = {}
+
     def to_q4_0(name: str, data: np.ndarray, qtype: QT) -> tuple[np.ndarray, QT]:
         if name != target:
             return data, qtype
-        return gguf.quants.quantize(data.astype(np.float32), QT.Q4_0), QT.Q4_0
+        src["x"] = data.astype(np.float32)
+        return gguf.quants.quantize(src["x"], QT.Q4_0), QT.Q4_0
 
-    _fails(rewrite(tiny_gguf, tmp_path / "u.gguf", tensor_fn=to_q4_0), target, "Q4_0")
+    with GGUFModel.open(rewrite(tiny_gguf, tmp_path / "q.gguf", tensor_fn=to_q4_0)) as model:
+        y = model.dequantize(target)
+    x = src["x"]
+    assert y.shape == x.shape and np.sqrt(np.mean((y - x) ** 2) / np.mean(x * x)) < 0.15
+
+
+@pytest.mark.parametrize("qtype", [QT.IQ2_XXS, QT.TQ1_0])
+def test_unsupported_low_bit_type_one_line(tiny_gguf: Path, tmp_path: Path, qtype: QT) -> None:
+    """A stock GGUF type qtui does not read (issue 14 covers Q2_K..Q8_0, IQ4_NL/XS) fails at open with one
+    line naming the tensor and its type."""
+    target = "blk.6.ffn_gate.weight"
+
+    def convert(name: str, data: np.ndarray, old: QT) -> tuple[np.ndarray, QT]:
+        if name != target:
+            return data, old
+        block, size = gguf.GGML_QUANT_SIZES[qtype]
+        if qtype == QT.TQ1_0:  # gguf 0.19 quantizes TQ1_0; IQ2_XXS it only decodes: zero blocks are valid bytes
+            return gguf.quants.quantize(data.astype(np.float32), qtype), qtype
+        return np.zeros((data.shape[0], data.shape[1] // block * size), np.uint8), qtype
+
+    msg = _fails(rewrite(tiny_gguf, tmp_path / "lb.gguf", tensor_fn=convert), target, qtype.name)
+    assert "\n" not in msg and msg.startswith("lb.gguf: ")
 
 
 @pytest.mark.parametrize("target", ["blk.1.ssm_a", "blk.3.attn_k.weight"])

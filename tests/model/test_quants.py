@@ -91,4 +91,4 @@ def test_simple_types_are_gguf_quantize(qtype: QT) -> None:
 
 def test_unsupported_type_refused() -> None:
     with pytest.raises(NotImplementedError):
-        quants.quantize(np.ones((1, 256), np.float32), QT.Q2_K)
+        quants.quantize(np.ones((1, 256), np.float32), QT.IQ2_XXS)

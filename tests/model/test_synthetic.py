@@ -153,3 +153,62 @@ def test_make_model_command(tmp_path: Path, capsys) -> None:
     with GGUFModel.open(out) as model:
         assert model.tensors["blk.0.attn_qkv.weight"].qtype == QT.Q8_0
         assert model.config.nextn_predict_layers == 1 and model.config.ssm_n_group == 2
+
+
+@pytest.mark.parametrize("mix", ["q4_0", "q5_0", "q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "iq4_xs"])
+def test_stock_mix_files(make_model, mix: str) -> None:
+    """Each stock llama-quantize mix writes a file that opens, holds the recipe's types and file_type, and
+    dequantizes finite (types without a numpy encoder are drawn as random valid blocks)."""
+    from qtui.model.synthetic_recipe import QUANTS, tensor_qtype
+
+    with GGUFModel.open(make_model("tiny-tiled", mix)) as model:
+        cfg = model.config
+        assert model.metadata["general.file_type"] == int(QUANTS[mix][1])
+        for name, info in model.tensors.items():
+            assert info.qtype == tensor_qtype(name, info.shape, mix, cfg), name
+            w = model.dequantize(name)
+            assert np.isfinite(w).all() and float(np.std(w)) > 0, name
+        assert QUANTS[mix][0] in {t.qtype for t in model.tensors.values()}
+
+
+def test_layers_cut_keeps_the_pattern(make_model) -> None:
+    with GGUFModel.open(make_model("tiny-tiled", "q8_0", n_layers=5)) as model:
+        assert model.config.recurrent == (True, True, True, False, True)
+        assert model.metadata["general.name"] == "qtui-synthetic-tiny-tiled-5layers"
+    with pytest.raises(ValueError, match="layers"):
+        write_model("/nonexistent/x.gguf", "tiny", n_layers=9)
+    with pytest.raises(ValueError, match="layers"):
+        write_model("/nonexistent/x.gguf", "tiny", n_layers=0)
+
+
+@pytest.mark.parametrize("preset, tied, h_v", [("2b", True, 16), ("9b", False, 32), ("27b", False, 48)])
+def test_real_presets_config(preset: str, tied: bool, h_v: int) -> None:
+    """The new real shapes (reference/qwen35.md §1.1 "Other sizes"): head defaults and derived sizes."""
+    p = PRESETS[preset]
+    cfg = preset_config(p, 248320)
+    assert cfg.tied_embeddings == tied and cfg.ssm_dt_rank == h_v and cfg.ssm_n_group == 16
+    assert cfg.head_dim == 256 and cfg.n_rot == 64 and cfg.d_k == cfg.d_v == 128
+    assert len(cfg.attention_layers) * 4 == cfg.n_layer
+    n_params = sum(int(np.prod(s)) for s in layout.expected_tensors(cfg).values())
+    assert abs(n_params / 1e9 - {"2b": 1.88, "9b": 8.95, "27b": 26.9}[preset]) < 0.05, n_params
+
+
+def test_make_model_layers_and_untied_default(tmp_path: Path, capsys) -> None:
+    """--preset 9b is untied unless --tied; --layers cuts it (vocabulary and widths stay the real ones), and
+    `qtui info` counts the untied head: one token_embd row for the lookup, output.weight read in full."""
+    from qtui.cli import main
+    from qtui.model import info
+
+    out = tmp_path / "9b.gguf"
+    assert main(["make-model", "--preset", "9b", "--layers", "1", "--quant", "q4_k_m", str(out)]) == 0
+    with GGUFModel.open(out) as model:
+        assert not model.config.tied_embeddings and model.config.n_layer == 1 and model.config.n_embd == 4096
+        embd, head = model.tensors["token_embd.weight"], model.tensors["output.weight"]
+        assert head.qtype == QT.Q6_K and embd.qtype == QT.Q4_K  # qwen35.md §5.1: untied 9B/27B
+        per_token = info.weight_bytes(model) - embd.n_bytes + embd.n_bytes // embd.shape[0]
+        assert info.weight_bytes_per_token(model) == per_token > head.n_bytes
+    capsys.readouterr()
+    assert main(["info", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "Q6_K" in text and "Q4_K" in text and "tied embeddings False" in text
+    assert f"{per_token / 2**20:,.1f} MiB of weights read per decoded token" in text and "memory" in text
