@@ -14,6 +14,8 @@ from __future__ import annotations
 import gguf
 import numpy as np
 
+from qtui.model.quant_kquants import f16_bytes
+
 QT = gguf.GGMLQuantizationType
 _F32 = np.float32
 _JITTER_RMS = float(np.sqrt(13 / 12))  # rms of U[0.5, 1.5)
@@ -49,8 +51,3 @@ def random_blocks(qtype: QT, n_blocks: int, rng: np.random.Generator, std: float
         m_at, ratio = min_spec
         out[:, m_at : m_at + 2] = f16_bytes(d * _F32(ratio))
     return out
-
-
-def f16_bytes(v: np.ndarray) -> np.ndarray:
-    """float [n] -> its little-endian f16 bytes, uint8 [n, 2]."""
-    return np.ascontiguousarray(v.astype(np.float16)).view(np.uint8).reshape(-1, 2)

@@ -18,7 +18,9 @@ from collections.abc import Callable
 import gguf
 import numpy as np
 
+from qtui.model import quant_iq4 as iq4
 from qtui.model import quant_kquants as kq
+from qtui.model import quant_lowbit as lb
 from qtui.model import quant_random as qr
 
 QT = gguf.GGMLQuantizationType
@@ -30,13 +32,17 @@ BLOCK_TYPES = LEGACY_QUANTS | K_QUANTS | IQ4_TYPES
 SUPPORTED_TYPES = FLOAT_TYPES | BLOCK_TYPES
 
 _ENCODERS: dict[QT, Callable[[np.ndarray], np.ndarray]] = {
+    QT.Q2_K: lb.encode_q2_k,
+    QT.Q3_K: lb.encode_q3_k,
     QT.Q4_K: kq.encode_q4_k,
     QT.Q5_K: kq.encode_q5_k,
     QT.Q6_K: kq.encode_q6_k,
+    QT.IQ4_NL: iq4.encode_iq4_nl,
+    QT.IQ4_XS: iq4.encode_iq4_xs,
 }
 # gguf's own encoders are ggml's quantize_row_*_ref (what llama-quantize runs without an imatrix)
 _GGUF_QUANTIZES = frozenset({QT.BF16, QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1})
-_CHUNK_VALUES = 1 << 20
+_CHUNK_VALUES = 1 << 16  # float32 temporaries of 256 KiB stay in cache: ~1.6x faster than 1 Mi values
 
 
 def block_size(qtype: QT) -> int:
