@@ -13,6 +13,8 @@ both re-pick every code against the scale as stored, so the bytes decode to the 
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 from qtui.model.quant_kquants import f16_bytes
@@ -33,7 +35,7 @@ _LUT_KV = _KV[_LUT]  # cell -> value
 def best_index(a: np.ndarray) -> np.ndarray:
     """float32 array (x / scale) -> uint8 index of the nearest KVALUES entry (clamped at both ends)."""
     cell = np.clip((a - _F32(_LUT_LO)) * _F32(2.0), 0, len(_LUT) - 1).astype(np.intp)
-    return _LUT[cell]
+    return cast(np.ndarray, _LUT[cell])
 
 
 def fit_scales(x: np.ndarray) -> np.ndarray:
@@ -75,7 +77,7 @@ def _codes(x: np.ndarray, scale: np.ndarray) -> np.ndarray:
 
 def _pack_nibbles(codes: np.ndarray) -> np.ndarray:
     """codes [n, 32] -> qs [n, 16]: byte j = q[j] | q[j + 16] << 4."""
-    return codes[:, :16] | (codes[:, 16:] << 4)
+    return cast(np.ndarray, codes[:, :16] | (codes[:, 16:] << 4))
 
 
 def encode_iq4_nl(blocks: np.ndarray) -> np.ndarray:
