@@ -29,33 +29,21 @@ def _round(x: np.ndarray) -> np.ndarray:
     return cast(np.ndarray, np.sign(x) * np.floor(np.abs(x) + 0.5))
 
 
-def fit_scale_min(
-    x: np.ndarray,
-    nmax: int,
-    nstep: int = 20,
-    *,
-    weights: np.ndarray | None = None,
-    rmin: float = -1.0,
-    rdelta: float = 0.1,
-    mad: bool = False,
-) -> tuple[np.ndarray, np.ndarray]:
-    """x [n, m] -> (scale [n] >= 0, mn [n] >= 0) with x ~= scale * L - mn, L in [0, nmax] (make_qkx2_quants).
+def fit_scale_min(x: np.ndarray, nmax: int, nstep: int = 20) -> tuple[np.ndarray, np.ndarray]:
+    """x [n, 32] -> (scale [n] >= 0, mn [n] >= 0) with x ~= scale * L - mn, L in [0, nmax].
 
-    Weighted LS over nstep+1 candidate inverse scales (rmin + rdelta*i + nmax) / (max - min); a candidate is
-    scored by its weighted squared error, or absolute error with `mad` (ggml's use_mad, Q2_K). Default
-    weights av|x| + |x| and the defaults of rmin / rdelta / nstep are ggml's Q4_K choices.
+    Weighted LS (weights av|x| + |x|, as ggml's Q4_K) over nstep+1 candidate inverse scales.
     """
-    w = np.sqrt(np.mean(x * x, axis=1, keepdims=True)) + np.abs(x) if weights is None else weights
-    p = 1 if mad else 2
+    w = np.sqrt(np.mean(x * x, axis=1, keepdims=True)) + np.abs(x)
     xmin = np.minimum(x.min(axis=1), 0.0)
     xmax = x.max(axis=1)
     span = np.where(xmax > xmin, xmax - xmin, 1.0)
     best_scale = (xmax - xmin) / nmax
     best_min = xmin
-    best_err = _weighted_err(x, w, best_scale, best_min, nmax, p)
+    best_err = _weighted_err(x, w, best_scale, best_min, nmax)
     sw, sx = w.sum(1), (w * x).sum(1)
     for step in range(nstep + 1):
-        iscale = (rmin + rdelta * step + nmax) / span
+        iscale = (-1.0 + 0.1 * step + nmax) / span
         lv = np.clip(_round(iscale[:, None] * (x - xmin[:, None])), 0, nmax)
         sl, sl2, sxl = (w * lv).sum(1), (w * lv * lv).sum(1), (w * x * lv).sum(1)
         det = sw * sl2 - sl * sl
@@ -66,7 +54,7 @@ def fit_scale_min(
         pos = mn > 0  # the min must be <= 0 (stored as -min >= 0): refit the scale alone
         scale = np.where(pos, sxl / np.where(sl2 > 0, sl2, 1.0), scale)
         mn = np.where(pos, 0.0, mn)
-        err = (w * np.abs(scale[:, None] * lv + mn[:, None] - x) ** p).sum(1)  # with this candidate's levels
+        err = (w * (scale[:, None] * lv + mn[:, None] - x) ** 2).sum(1)  # with this candidate's levels
         better = ok & (err < best_err) & (scale >= 0)
         best_scale = np.where(better, scale, best_scale)
         best_min = np.where(better, mn, best_min)
@@ -74,10 +62,10 @@ def fit_scale_min(
     return np.maximum(best_scale, 0.0), -best_min
 
 
-def _weighted_err(x: np.ndarray, w: np.ndarray, scale: np.ndarray, mn: np.ndarray, nmax: int, p: int) -> np.ndarray:
+def _weighted_err(x: np.ndarray, w: np.ndarray, scale: np.ndarray, mn: np.ndarray, nmax: int) -> np.ndarray:
     inv = np.where(scale > 0, 1.0 / np.where(scale > 0, scale, 1.0), 0.0)
     lv = np.clip(_round((x - mn[:, None]) * inv[:, None]), 0, nmax)
-    return cast(np.ndarray, (w * np.abs(scale[:, None] * lv + mn[:, None] - x) ** p).sum(1))
+    return cast(np.ndarray, (w * (scale[:, None] * lv + mn[:, None] - x) ** 2).sum(1))
 
 
 def quantize_scales(vals: np.ndarray, nmax: int = 63) -> tuple[np.ndarray, np.ndarray]:

@@ -14,11 +14,87 @@ f16 super-scale and re-round every value against the scales as stored.
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
-from qtui.model.quant_kquants import f16_bytes, fit_scale_min, fit_symmetric, quantize_scales, requantize
+from qtui.model.quant_kquants import f16_bytes, quantize_scales, requantize
 
 _F32 = np.float32
+
+
+def _dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise dot product of [n, m] arrays -> [n] (einsum: ~3x faster than (a * b).sum(1) on 16-wide rows)."""
+    return cast(np.ndarray, np.einsum("ij,ij->i", a, b))
+
+
+def fit_q2(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """x float32 [n, 16] -> (scale [n] >= 0, mn [n] >= 0) with x ~= scale * L - mn, L in [0, 3].
+
+    ggml make_qkx2_quants(nmax 3, weights |x|, rmin -0.5, rdelta 0.1, nstep 15, use_mad): levels from the
+    inverse scale (nmax + rmin + rdelta * i) / (max - min), a weighted LS (scale, min) for those levels, the
+    candidate with the least weighted *absolute* error wins. The plain span / 3 fit is candidate 0. Inputs
+    are pre-scaled to [0, 1] so each candidate's levels cost one scalar multiply and a rint.
+    """
+    w = np.abs(x)
+    xmin = np.minimum(x.min(axis=1), _F32(0))
+    span = x.max(axis=1) - xmin
+    flat = span <= 0  # all equal (and >= 0): L = 0, min = -x
+    xs = (x - xmin[:, None]) * np.where(flat, 0, 1 / np.where(flat, 1, span)).astype(_F32)[:, None]  # [0, 1]
+    wx = w * x
+    sw, sx = w.sum(axis=1), wx.sum(axis=1)
+    best_scale, best_min = np.zeros(x.shape[0], _F32), xmin
+    best_err = np.full(x.shape[0], np.inf, _F32)
+    lv = np.empty_like(x)
+    for c in [3.0, *(2.5 + 0.1 * i for i in range(16))]:
+        np.rint(xs * _F32(c), out=lv)
+        np.clip(lv, 0, 3, out=lv)
+        sl, sl2, sxl = _dot(w, lv), _dot(w, lv * lv), _dot(wx, lv)
+        det = sw * sl2 - sl * sl
+        ok = det > 0
+        safe = np.where(ok, det, 1)
+        scale = (sw * sxl - sx * sl) / safe
+        mn = (sl2 * sx - sl * sxl) / safe
+        pos = mn > 0  # the min must be <= 0 (stored as -min >= 0): refit the scale alone
+        scale = np.where(pos, sxl / np.where(sl2 > 0, sl2, 1), scale)
+        mn = np.where(pos, 0, mn)
+        r = lv * scale[:, None]
+        r += mn[:, None]
+        r -= x
+        err = _dot(w, np.abs(r, out=r))
+        better = ok & (err < best_err) & (scale >= 0)
+        best_scale = np.where(better, scale, best_scale)
+        best_min = np.where(better, mn, best_min)
+        best_err = np.where(better, err, best_err)
+    return best_scale.astype(_F32), (-best_min).astype(_F32)
+
+
+def fit_q3(x: np.ndarray) -> np.ndarray:
+    """x float32 [n, 16] -> signed scale [n] with x ~= scale * L, L in [-4, 3] (ggml make_q3_quants in spirit).
+
+    ggml starts from the extreme value at -4 and refines the levels by coordinate descent (sequential per
+    value); here 19 candidate inverse scales -(4 + 0.1 t) / vmax, t = -9..9, each refit by weighted LS
+    (weights x^2, ggml's), and the best fit wins: the same objective, vectorised.
+    """
+    w = x * x
+    wx = w * x
+    vmax = x[np.arange(x.shape[0]), np.argmax(np.abs(x), axis=1)]
+    ok = vmax != 0
+    xn = x * np.where(ok, 1 / np.where(ok, vmax, 1), 0).astype(_F32)[:, None]  # in [-1, 1]
+    best_scale = np.zeros(x.shape[0], _F32)
+    best_obj = np.full(x.shape[0], -1.0, _F32)
+    lv = np.empty_like(x)
+    for t in range(-9, 10):
+        np.rint(xn * _F32(-(4 + 0.1 * t)), out=lv)
+        np.clip(lv, -4, 3, out=lv)
+        slx, sll = _dot(wx, lv), _dot(w, lv * lv)
+        good = sll > 0
+        safe = np.where(good, sll, 1)
+        obj = np.where(good, slx * slx / safe, -1)
+        better = good & (obj > best_obj)
+        best_scale = np.where(better, slx / safe, best_scale)
+        best_obj = np.where(better, obj, best_obj)
+    return best_scale.astype(_F32)
 
 
 def pack_2bit(levels: np.ndarray) -> np.ndarray:
@@ -32,7 +108,7 @@ def encode_q2_k(blocks: np.ndarray) -> np.ndarray:
     """float32 [nb, 256] -> Q2_K bytes [nb, 84]."""
     nb = blocks.shape[0]
     sub = blocks.reshape(nb * 16, 16).astype(_F32)
-    scale, mn = fit_scale_min(sub, 3, 15, weights=np.abs(sub), rmin=-0.5, rdelta=0.1, mad=True)
+    scale, mn = fit_q2(sub)
     d, sc = quantize_scales(scale.reshape(nb, 16), 15)
     dmin, m = quantize_scales(mn.reshape(nb, 16), 15)
     ds = (d.astype(_F32)[:, None] * sc.astype(_F32))[:, :, None]  # [nb, 16, 1], the decoder's float32 products
@@ -57,7 +133,7 @@ def pack_q3_scales(ls: np.ndarray) -> np.ndarray:
 def encode_q3_k(blocks: np.ndarray) -> np.ndarray:
     """float32 [nb, 256] -> Q3_K bytes [nb, 110]."""
     nb = blocks.shape[0]
-    scale = fit_symmetric(blocks.reshape(nb * 16, 16).astype(_F32), nmax=4).reshape(nb, 16)
+    scale = fit_q3(blocks.reshape(nb * 16, 16).astype(_F32)).reshape(nb, 16)
     idx = np.argmax(np.abs(scale), axis=1)
     smax = scale[np.arange(nb), idx]  # signed: it maps to sc - 32 = -32
     iscale = np.where(smax != 0, -32.0 / np.where(smax != 0, smax, 1.0), 0.0)

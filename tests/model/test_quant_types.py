@@ -66,10 +66,10 @@ def test_plain_decoder_equals_gguf_on_random_blocks(qtype: QT) -> None:
 
 # relative RMS round-trip error on N(0, s^2) data (48 x 1024, s random): measured over 3 seeds
 # Q4_0 0.086, Q4_1 0.078, Q5_0 0.043, Q5_1 0.038 (gguf's encoders = ggml's quantize_row_*_ref),
-# Q2_K 0.297, Q3_K 0.154, IQ4_NL 0.076, IQ4_XS 0.077 (ours); bounds ~8% above.
+# Q2_K 0.292, Q3_K 0.154, IQ4_NL 0.076, IQ4_XS 0.077 (ours); bounds ~8% above.
 REL_RMS_BOUND = {
     QT.Q4_0: 0.093, QT.Q4_1: 0.085, QT.Q5_0: 0.047, QT.Q5_1: 0.042,
-    QT.Q2_K: 0.32, QT.Q3_K: 0.167, QT.IQ4_NL: 0.083, QT.IQ4_XS: 0.084,
+    QT.Q2_K: 0.315, QT.Q3_K: 0.167, QT.IQ4_NL: 0.083, QT.IQ4_XS: 0.084,
 }  # fmt: skip
 
 
