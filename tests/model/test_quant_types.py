@@ -64,12 +64,13 @@ def test_plain_decoder_equals_gguf_on_random_blocks(qtype: QT) -> None:
     assert np.array_equal(plain_decode(data, qtype).reshape(rows, cols), y)
 
 
-# relative RMS round-trip error on N(0, s^2) data (48 x 1024, s random): measured over 3 seeds
-# Q4_0 0.086, Q4_1 0.078, Q5_0 0.043, Q5_1 0.038 (gguf's encoders = ggml's quantize_row_*_ref),
-# Q2_K 0.292, Q3_K 0.154, IQ4_NL 0.076, IQ4_XS 0.077 (ours); bounds ~8% above.
+# relative RMS round-trip error on N(0, s^2) data (48 x 1024, s random), measured over 3 seeds, and what
+# ggml's own quantize_chunk (ggml-python 0.0.45, no imatrix) gets on the same data (test_quants_vs_ggml.py):
+# Q4_0 0.086, Q4_1 0.078, Q5_0 0.043, Q5_1 0.038 (gguf's encoders: bytes identical to ggml's),
+# Q2_K 0.292 (ggml 0.297), Q3_K 0.144 (ggml 0.152), IQ4_NL 0.076 (0.076), IQ4_XS 0.077 (0.077); bounds ~8% above.
 REL_RMS_BOUND = {
     QT.Q4_0: 0.093, QT.Q4_1: 0.085, QT.Q5_0: 0.047, QT.Q5_1: 0.042,
-    QT.Q2_K: 0.315, QT.Q3_K: 0.167, QT.IQ4_NL: 0.083, QT.IQ4_XS: 0.084,
+    QT.Q2_K: 0.315, QT.Q3_K: 0.157, QT.IQ4_NL: 0.083, QT.IQ4_XS: 0.084,
 }  # fmt: skip
 
 
@@ -124,7 +125,7 @@ def test_edge_blocks_no_nan(qtype: QT) -> None:
     outlier = rng.standard_normal(n).astype(np.float32) * 1e-3
     outlier[17] = 40.0
     tiny = rng.standard_normal(n).astype(np.float32) * 1e-6
-    x = np.stack([zeros, const, negative, outlier, tiny])
+    x = np.stack([zeros, const, negative, outlier, tiny, -const])
     y = quants.dequantize(quants.quantize(x, qtype), qtype, x.shape)
     assert np.isfinite(y).all()
     assert np.array_equal(y[0], zeros)
@@ -132,3 +133,4 @@ def test_edge_blocks_no_nan(qtype: QT) -> None:
     assert _rel_rms(y[2], negative) < 2 * REL_RMS_BOUND[qtype]
     assert abs(y[3, 17] - 40.0) < 0.05 * 40.0
     assert np.abs(y[4]).max() < 1e-5
+    assert np.abs(y[5] + const).max() < 0.01 * const[0]
