@@ -1,12 +1,17 @@
 """Quantizers: numpy float32 -> GGUF block bytes for every type qtui reads (SUPPORTED_TYPES).
 
 Types and who encodes them (block layouts in reference/qwen35.md §5, ggml-common.h):
-  F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1   gguf 0.19's own quantize (ggml's quantize_row_*_ref,
-                                                   what llama-quantize runs without an imatrix), wrapped here
+  F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1   gguf 0.19's own quantize: ggml's quantize_row_*_ref, what
+                                                   llama-quantize runs without an imatrix (bytes identical)
   Q4_K, Q5_K, Q6_K                                 quant_kquants.py (ggml make_qkx2 / make_qx search in spirit)
-gguf can only *dequantize* the K-quants and IQ4s, hence our encoders. `random_blocks` draws valid blocks
-directly, without a float source, for the multi-GB synthetic presets (quant_kquants.py, quant_random.py).
-`block_size(qtype)` gives the values per block (32 or 256; 1 for float types): a row length must divide by it.
+  Q2_K, Q3_K                                       quant_lowbit.py  (make_qkx2 with Q2_K's settings / make_q3)
+  IQ4_NL, IQ4_XS                                   quant_iq4.py     (ggml's codebook scale search)
+gguf can only *dequantize* the K-quants and IQ4s, hence our encoders; each is within a few % of ggml's
+own rel. RMS error (tests/model/test_quants_vs_ggml.py). Two plain decoders transcribed from ggml's
+dequantize_row_* (quant_kdecode.py, quant_ldecode.py) hold gguf.quants and our encoders to account.
+`random_blocks` draws valid blocks directly, without a float source, for the multi-GB synthetic presets
+(quant_kquants.py, quant_random.py). `block_size(qtype)` gives the values per block (32 for Q4_0 .. Q8_0 and
+IQ4_NL, 256 for the K-quants and IQ4_XS, 1 for float types): a row length must be a multiple of it.
 
 Every function returns uint8 in gguf's byte shape: `[..., rows, cols // block_size * type_size]`.
 """
