@@ -35,6 +35,7 @@ K_QUANTS = frozenset({QT.Q2_K, QT.Q3_K, QT.Q4_K, QT.Q5_K, QT.Q6_K})  # 256-value
 IQ4_TYPES = frozenset({QT.IQ4_NL, QT.IQ4_XS})  # non-linear 4-bit codebook; blocks of 32 / 256
 BLOCK_TYPES = LEGACY_QUANTS | K_QUANTS | IQ4_TYPES
 SUPPORTED_TYPES = FLOAT_TYPES | BLOCK_TYPES
+RANDOM_BLOCK_TYPES = kq.RANDOM_TYPES | qr.RANDOM_TYPES  # random_blocks draws these without a float source
 
 _ENCODERS: dict[QT, Callable[[np.ndarray], np.ndarray]] = {
     QT.Q2_K: lb.encode_q2_k,
@@ -94,10 +95,12 @@ def dequantize(data: np.ndarray, qtype: QT, shape: tuple[int, ...]) -> np.ndarra
 
 
 def random_blocks(qtype: QT, rows: int, cols: int, rng: np.random.Generator, std: float | None = None) -> np.ndarray:
-    """Valid random blocks for a [rows, cols] weight, drawn directly in the block domain (fast, no float source).
+    """Valid random blocks for a [rows, cols] weight: every type in RANDOM_BLOCK_TYPES (all block types) is
+    drawn directly in the block domain (fast, no float source); F32 / F16 / BF16 quantize a normal draw.
 
     Values come out roughly zero-mean with standard deviation about `std` (default 1/sqrt(cols), a
-    fan-in scaled init), finite by construction: every d/dmin is a finite, non-negative f16.
+    fan-in scaled init), finite by construction: every d / dmin / m is a finite f16 (d signed for the
+    symmetric types, as ggml writes them).
     """
     std = 1.0 / np.sqrt(cols) if std is None else std
     shape = byte_shape((rows, cols), qtype)

@@ -20,9 +20,10 @@ def test_new_types_supported_with_their_block_sizes() -> None:
         QT.Q4_0: 32, QT.Q4_1: 32, QT.Q5_0: 32, QT.Q5_1: 32, QT.IQ4_NL: 32, QT.Q2_K: 256, QT.Q3_K: 256, QT.IQ4_XS: 256,
     }  # fmt: skip
     assert quants.block_size(QT.F32) == 1 and quants.block_size(QT.Q8_0) == 32
+    assert quants.RANDOM_BLOCK_TYPES == quants.BLOCK_TYPES  # every block type is drawn without a float source
 
 
-@pytest.mark.parametrize("qtype", NEW, ids=ids)
+@pytest.mark.parametrize("qtype", [*NEW, QT.Q8_0], ids=[*ids, "Q8_0"])
 def test_random_blocks_valid_finite_with_requested_std(qtype: QT) -> None:
     rng = np.random.default_rng()
     rows, cols = 96, 1024
