@@ -5,7 +5,7 @@ skip without it. To run: a venv with `pip install numpy gguf==0.19.0 pytest ggml
 `PYTHONPATH=. python -m pytest tests/model/test_quants_vs_ggml.py`. Measured with ggml-python 0.0.45
 (rel RMS ours / ggml's): N(0, 1) Q2_K 0.291 / 0.296, Q3_K 0.144 / 0.152, IQ4_NL and IQ4_XS equal (0.076,
 0.077), Q4_K 0.072 / 0.071, Q5_K 0.036 / 0.036, Q6_K 0.018 / 0.018; Student t(4) Q2_K 0.338 / 0.345, Q3_K
-0.175 / 0.183, IQ4_XS 0.094 / 0.094; Q4_0 .. Q5_1 bytes identical.
+0.175 / 0.183, IQ4_XS 0.094 / 0.094; Q4_0 .. Q5_1 bytes identical; ggml's dequantize == gguf's, bitwise.
 """
 
 from __future__ import annotations
@@ -56,3 +56,18 @@ def test_error_close_to_ggml(qtype: QT, heavy: bool) -> None:
 def test_legacy_bytes_are_ggml_bytes(qtype: QT) -> None:
     x = _data(heavy=True)
     assert np.array_equal(quants.quantize(x, qtype), ggml_quantize(x, qtype))
+
+
+ALL_BLOCK_TYPES = sorted(quants.BLOCK_TYPES, key=int)
+
+
+@pytest.mark.parametrize("qtype", ALL_BLOCK_TYPES, ids=lambda q: q.name)
+def test_ggml_dequantize_equals_gguf_on_random_blocks(qtype: QT) -> None:
+    """ggml's own to_float (dequantize_row_*) == gguf.quants.dequantize, bitwise, on blocks whose every quant
+    and scale bit is random: the oracle our plain decoders and the CUDA kernels are held to is ggml's."""
+    rows, cols = 8, 1024
+    data = quants.random_blocks(qtype, rows, cols, np.random.default_rng(), std=0.3)
+    traits = ggml.ggml_get_type_traits(getattr(ggml, "GGML_TYPE_" + qtype.name)).contents
+    y = np.zeros(rows * cols, np.float32)
+    traits.to_float(data.ctypes.data_as(ctypes.c_void_p), y.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), y.size)
+    assert np.array_equal(y.reshape(rows, cols), quants.dequantize(data, qtype, (rows, cols)))
