@@ -9,6 +9,8 @@ near zero, like the bulk of a weight distribution) times a per-sub-block scale:
 scored by the weighted least-squares fit (weights x^2, ggml's choice without an imatrix); the best fit's
 scale sumqx / sumq2 wins. IQ4_XS then quantizes the 8 scales to 6 bits against d = -max_scale / 32, and
 both re-pick every code against the scale as stored, so the bytes decode to the best values it allows.
+Measured against ggml's own quantizer (tests/model/test_quants_vs_ggml.py): the same rel RMS (0.076 IQ4_NL,
+0.077 IQ4_XS on N(0, 1)); 2560 x 9216 encodes in ~3.6 / ~4.3 s on this 2-core machine.
 """
 
 from __future__ import annotations
