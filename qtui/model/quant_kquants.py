@@ -68,16 +68,16 @@ def _weighted_err(x: np.ndarray, w: np.ndarray, scale: np.ndarray, mn: np.ndarra
     return cast(np.ndarray, (w * (scale[:, None] * lv + mn[:, None] - x) ** 2).sum(1))
 
 
-def _quantize_6bit(vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """vals [nb, 8] >= 0 -> (f16 super-scale [nb], 6-bit codes [nb, 8]) with vals ~= f16 * code."""
+def quantize_scales(vals: np.ndarray, nmax: int = 63) -> tuple[np.ndarray, np.ndarray]:
+    """vals [nb, k] >= 0 -> (f16 super-scale [nb], codes [nb, k] in [0, nmax]) with vals ~= f16 * code."""
     vmax = vals.max(axis=1)
-    inv = np.where(vmax > 0, 63.0 / np.where(vmax > 0, vmax, 1.0), 0.0)
-    codes = np.clip(_round(vals * inv[:, None]), 0, 63).astype(np.uint8)
-    return (vmax / 63.0).astype(np.float16), codes
+    inv = np.where(vmax > 0, nmax / np.where(vmax > 0, vmax, 1.0), 0.0)
+    codes = np.clip(_round(vals * inv[:, None]), 0, nmax).astype(np.uint8)
+    return (vmax / nmax).astype(np.float16), codes
 
 
-def _requantize(x: np.ndarray, ds: np.ndarray, dm: np.ndarray, nmax: int) -> np.ndarray:
-    """Round x [nb, 8, 32] against stored scales: L = round((x + dm) / ds) in [0, nmax] (0 where ds == 0)."""
+def requantize(x: np.ndarray, ds: np.ndarray, dm: np.ndarray, nmax: int) -> np.ndarray:
+    """Round x [nb, n_sub, sub] against stored scales: L = round((x + dm) / ds) in [0, nmax] (0 where ds == 0)."""
     inv = np.where(ds > 0, 1.0 / np.where(ds > 0, ds, 1.0), 0.0)
     return cast(np.ndarray, np.clip(_round((x + dm) * inv), 0, nmax).astype(np.uint8))
 
@@ -96,12 +96,12 @@ def _fit_asymmetric(blocks: np.ndarray, nmax: int) -> tuple[np.ndarray, np.ndarr
     nb = blocks.shape[0]
     sub = blocks.reshape(nb * 8, 32).astype(_F32)
     scale, mn = fit_scale_min(sub, nmax)
-    d, sc = _quantize_6bit(scale.reshape(nb, 8))
-    dmin, m = _quantize_6bit(mn.reshape(nb, 8))
+    d, sc = quantize_scales(scale.reshape(nb, 8))
+    dmin, m = quantize_scales(mn.reshape(nb, 8))
     # the decoder's own float32 products, so the re-rounding targets exactly what will be decoded
     ds = (d.astype(_F32)[:, None] * sc.astype(_F32))[:, :, None]
     dm = (dmin.astype(_F32)[:, None] * m.astype(_F32))[:, :, None]
-    levels = _requantize(blocks.reshape(nb, 8, 32).astype(_F32), ds, dm, nmax)
+    levels = requantize(blocks.reshape(nb, 8, 32).astype(_F32), ds, dm, nmax)
     return d, dmin, sc, m, levels.reshape(nb, QK_K)
 
 
@@ -114,7 +114,7 @@ def _pack_nibbles(levels: np.ndarray) -> np.ndarray:
 def encode_q4_k(blocks: np.ndarray) -> np.ndarray:
     """float32 [nb, 256] -> Q4_K bytes [nb, 144]."""
     d, dmin, sc, m, levels = _fit_asymmetric(blocks, 15)
-    return np.concatenate([_f16_bytes(d), _f16_bytes(dmin), pack_scales(sc, m), _pack_nibbles(levels)], axis=1)
+    return np.concatenate([f16_bytes(d), f16_bytes(dmin), pack_scales(sc, m), _pack_nibbles(levels)], axis=1)
 
 
 def encode_q5_k(blocks: np.ndarray) -> np.ndarray:
@@ -124,10 +124,10 @@ def encode_q5_k(blocks: np.ndarray) -> np.ndarray:
     qh = np.zeros((levels.shape[0], 32), dtype=np.uint8)
     for s in range(8):
         qh |= hi[:, s, :] << s
-    return np.concatenate([_f16_bytes(d), _f16_bytes(dmin), pack_scales(sc, m), qh, _pack_nibbles(levels)], axis=1)
+    return np.concatenate([f16_bytes(d), f16_bytes(dmin), pack_scales(sc, m), qh, _pack_nibbles(levels)], axis=1)
 
 
-def _f16_bytes(v: np.ndarray) -> np.ndarray:
+def f16_bytes(v: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(v.astype(np.float16)).view(np.uint8).reshape(-1, 2)
 
 
@@ -183,7 +183,7 @@ def pack_q6_k(levels: np.ndarray, sc: np.ndarray, d: np.ndarray) -> np.ndarray:
     ql = np.concatenate([lo[:, :, 0] | (lo[:, :, 2] << 4), lo[:, :, 1] | (lo[:, :, 3] << 4)], axis=2)  # [nb, 2, 64]
     qh = hi[:, :, 0] | (hi[:, :, 1] << 2) | (hi[:, :, 2] << 4) | (hi[:, :, 3] << 6)  # [nb, 2, 32]
     return np.concatenate(
-        [ql.reshape(nb, 128), qh.reshape(nb, 64), sc.view(np.uint8).reshape(nb, 16), _f16_bytes(d)], axis=1
+        [ql.reshape(nb, 128), qh.reshape(nb, 64), sc.view(np.uint8).reshape(nb, 16), f16_bytes(d)], axis=1
     )
 
 
@@ -198,11 +198,11 @@ def random_kquant_blocks(qtype: QT, n_blocks: int, rng: np.random.Generator, std
     jitter = rng.random(n_blocks, dtype=np.float32) + np.float32(0.5)
     if qtype == QT.Q6_K:
         # y = d * sc * (q - 32), sc ~ U[-128, 127] (rms ~74), q - 32 ~ U[-32, 31] (rms ~18.5)
-        out[:, 208:210] = _f16_bytes(np.float32(std / (74.0 * 18.5)) * jitter)
+        out[:, 208:210] = f16_bytes(np.float32(std / (74.0 * 18.5)) * jitter)
         return out
     nmax = 15 if qtype == QT.Q4_K else 31
     # y = d * (sc * q - nmax/2 * m), sc, m ~ U[0, 63], q ~ U[0, nmax]; rms of the bracket ~ 36 * nmax * 0.55
     d = np.float32(std / (36.0 * nmax * 0.55)) * jitter
-    out[:, 0:2] = _f16_bytes(d)
-    out[:, 2:4] = _f16_bytes(d * np.float32(nmax / 2))
+    out[:, 0:2] = f16_bytes(d)
+    out[:, 2:4] = f16_bytes(d * np.float32(nmax / 2))
     return out

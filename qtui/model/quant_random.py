@@ -1,4 +1,4 @@
-"""Random valid blocks for the 32-value types (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL) and Q2_K / Q3_K / IQ4_XS,
+"""Random valid blocks for the 32-value types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL) and Q2_K / Q3_K / IQ4_XS,
 drawn straight in the block domain (no float source: the multi-GB synthetic presets write GBs of these).
 
 Every quant / scale bit is uniform random; only the f16 fields are set, from the exact second moment of the
@@ -14,6 +14,8 @@ from __future__ import annotations
 import gguf
 import numpy as np
 
+from qtui.model.quant_kquants import f16_bytes
+
 QT = gguf.GGMLQuantizationType
 _F32 = np.float32
 _JITTER_RMS = float(np.sqrt(13 / 12))  # rms of U[0.5, 1.5)
@@ -23,6 +25,7 @@ _SC6_MS = 341.5  # mean square of a 6-bit scale minus 32, uniform on [-32, 31]
 # qtype -> (rms of the decoded value for |d| = 1, byte offset of d, (byte offset of the min, min / d) or None,
 #           random sign of d). E[q^2] below is var + mean^2 of the uniform code.
 _SPEC: dict[QT, tuple[float, int, tuple[int, float] | None, bool]] = {
+    QT.Q8_0: (np.sqrt(127 * 128 / 3), 0, None, True),  # y = d q, q uniform on [-127, 127] (ggml never writes -128)
     QT.Q4_0: (np.sqrt(21.5), 0, None, True),  # y = d (q - 8), q - 8 uniform on [-8, 7]
     QT.Q4_1: (np.sqrt(21.25), 0, (2, -7.5), False),  # y = d q + m, q on [0, 15], m = -7.5 d centres it
     QT.Q5_0: (np.sqrt(85.5), 0, None, True),  # y = d (q - 16), q - 16 on [-16, 15]
@@ -41,6 +44,8 @@ def random_blocks(qtype: QT, n_blocks: int, rng: np.random.Generator, std: float
     rms, d_at, min_spec, signed = _SPEC[qtype]
     _, size = gguf.GGML_QUANT_SIZES[qtype]
     out = rng.integers(0, 256, size=(n_blocks, size), dtype=np.uint8)
+    if qtype == QT.Q8_0:
+        out[:, 2:] = rng.integers(-127, 128, size=(n_blocks, 32), dtype=np.int8).view(np.uint8)
     d = (rng.random(n_blocks, dtype=_F32) + _F32(0.5)) * _F32(std / (rms * _JITTER_RMS))
     if signed:
         d = np.where(rng.random(n_blocks) < 0.5, -d, d)
@@ -49,8 +54,3 @@ def random_blocks(qtype: QT, n_blocks: int, rng: np.random.Generator, std: float
         m_at, ratio = min_spec
         out[:, m_at : m_at + 2] = f16_bytes(d * _F32(ratio))
     return out
-
-
-def f16_bytes(v: np.ndarray) -> np.ndarray:
-    """float [n] -> its little-endian f16 bytes, uint8 [n, 2]."""
-    return np.ascontiguousarray(v.astype(np.float16)).view(np.uint8).reshape(-1, 2)

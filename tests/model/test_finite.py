@@ -7,6 +7,8 @@ import gguf
 import numpy as np
 import pytest
 
+from qtui.errors import ModelFileError
+from qtui.model import finite, quants
 from qtui.model.gguf_file import GGUFModel
 
 from test_bad_files import QT, VT, _fails, rewrite  # tests/model is on sys.path (no package)
@@ -94,3 +96,23 @@ def test_half_precision_matrices_are_checked_by_their_exponent_bits(make_model, 
         return data, qtype
 
     _fails(rewrite(make_model("tiny", quant), tmp_path / "h.gguf", tensor_fn=edit), target, "value 7")
+
+
+@pytest.mark.parametrize("qtype", sorted(finite.SCALE_OFFSETS, key=int), ids=lambda q: q.name)
+def test_scale_offsets_are_the_f16_scales(qtype):
+    """Each SCALE_OFFSETS entry is an f16 field that reaches the decoded values: a NaN there makes its block
+    NaN (through gguf.quants), and check_finite names the block."""
+    rows, cols = 4, 512
+    rng = np.random.default_rng()
+    data = quants.random_blocks(qtype, rows, cols, rng, std=0.1)
+    _, size = gguf.GGML_QUANT_SIZES[qtype]
+    finite.check_finite([("w", qtype, (rows, cols), data)], "f.gguf")  # clean blocks pass
+    per_row = data.shape[1] // size
+    for offset in finite.SCALE_OFFSETS[qtype]:
+        block = int(rng.integers(0, rows * per_row))
+        bad = data.copy()
+        bad.reshape(-1, size)[block, offset : offset + 2] = np.array([NAN16], "<u2").view(np.uint8)
+        y = quants.dequantize(bad, qtype, (rows, cols)).reshape(-1, quants.block_size(qtype))
+        assert np.isnan(y[block]).any() and np.isfinite(np.delete(y, block, axis=0)).all()
+        with pytest.raises(ModelFileError, match=f"block scale \\(d / dmin\\) {block}"):
+            finite.check_finite([("w", qtype, (rows, cols), bad)], "f.gguf")
