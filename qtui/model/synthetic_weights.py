@@ -12,12 +12,11 @@ Value heads are drawn directly in GGUF's tiled order (nothing reads HF's grouped
 
 Each tensor has its own generator seeded by (seed, crc32(name)), so a tensor's values do not depend on
 which other tensors the file holds or on the quant: q8_0 and f32 files of one seed share their weights
-(up to quantization; not for types drawn as random blocks, see `can_encode`).
+(up to quantization; the multi-GB presets draw their block-quant weights as random valid blocks instead).
 """
 
 from __future__ import annotations
 
-import functools
 import zlib
 from collections.abc import Iterator
 
@@ -65,9 +64,8 @@ def draw_dense(name: str, shape: tuple[int, ...], rng: np.random.Generator) -> n
 def tensor_bytes(name: str, shape: tuple[int, ...], qtype: QT, seed: int, random_blocks: bool) -> Iterator[np.ndarray]:
     """The stored bytes of one tensor, as a sequence of uint8 chunks (whole rows each) to write in order.
 
-    random_blocks: for K-quant 2-D weights, draw valid blocks directly (multi-GB presets) instead of
-    quantizing float draws; types without a float encoder are always drawn as blocks. Either way only one
-    chunk is in memory at a time.
+    random_blocks: for block-quant 2-D weights, draw valid blocks directly (multi-GB presets: a 27b file in
+    about a minute) instead of quantizing float draws. Either way only one chunk is in memory at a time.
     """
     rng = tensor_rng(seed, name)
     if len(shape) < 2 or not _is_dense(name):
@@ -76,7 +74,7 @@ def tensor_bytes(name: str, shape: tuple[int, ...], qtype: QT, seed: int, random
     rows, cols = shape
     row_bytes = quants.n_bytes((1, cols), qtype)
     step = max(1, _CHUNK_BYTES // row_bytes)
-    draw_blocks = (random_blocks and qtype in quants.K_QUANTS) or not can_encode(qtype)
+    draw_blocks = random_blocks and qtype in quants.RANDOM_BLOCK_TYPES
     for r0 in range(0, rows, step):
         n = min(step, rows - r0)
         if draw_blocks:
@@ -84,19 +82,6 @@ def tensor_bytes(name: str, shape: tuple[int, ...], qtype: QT, seed: int, random
         else:
             chunk = quants.quantize(draw_dense(name, (n, cols), rng), qtype)
         yield chunk.reshape(-1)
-
-
-@functools.cache
-def can_encode(qtype: QT) -> bool:
-    """False for the types quants.py only draws as random blocks (no float encoder: Q2_K, Q3_K, IQ4_XS, ...).
-
-    Their tensors are always random valid blocks, so a file of such a mix does not share its weights with
-    the f32 file of the same seed (the other types do)."""
-    try:
-        quants.quantize(np.zeros((1, quants.block_size(qtype)), np.float32), qtype)
-    except NotImplementedError:
-        return False
-    return True
 
 
 def _is_dense(name: str) -> bool:
