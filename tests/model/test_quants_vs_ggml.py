@@ -26,6 +26,8 @@ def _ggml():  # imported at use: collecting this module without ggml installed m
     import ggml
 
     return ggml
+
+
 QT = gguf.GGMLQuantizationType
 # ours may be at most this much worse than ggml (relative); measured ratios 0.95 .. 1.01
 WORSE_AT_MOST = {QT.Q2_K: 1.02, QT.Q3_K: 1.02, QT.IQ4_NL: 1.01, QT.IQ4_XS: 1.01, QT.Q4_K: 1.03, QT.Q5_K: 1.03}
