@@ -1,0 +1,51 @@
+"""`qtui serve --replicas`: flag wiring, the checks made before any Ray cluster starts, and the application
+the builder makes (no cluster is started here)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from qtui.cli import build_parser
+from qtui.deploy.main import run_cluster
+from qtui.errors import BadRequest
+
+# ray 2.60 declares pydantic fields the v1 way: its import warns (not ours to fix)
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray")
+
+
+def parse(*argv: str):
+    return build_parser().parse_args(["serve", "m.gguf", *argv])
+
+
+def test_replicas_flag_is_off_by_default_and_parses():
+    assert parse().replicas is None and parse().ray_address is None  # one process, no Ray
+    args = parse("--replicas", "4", "--ray-address", "auto", "--engine", "cuda")
+    assert (args.replicas, args.ray_address, args.engine) == (4, "auto", "cuda")
+
+
+def test_replicas_without_ray_installed_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    with pytest.raises(BadRequest, match=r"qtui\[cluster\]"):
+        run_cluster(parse("--replicas", "2"))
+
+
+def test_bad_flags_fail_before_a_cluster_starts():
+    pytest.importorskip("ray", reason="the cluster extra is not installed")
+    with pytest.raises(BadRequest, match="--replicas must be >= 1"):
+        run_cluster(parse("--replicas", "0"))
+    with pytest.raises(BadRequest, match="requires --api-key"):
+        run_cluster(parse("--replicas", "2", "--host", "0.0.0.0"))
+
+
+def test_builder_types_serve_run_args_and_asks_one_gpu_per_cuda_replica():
+    pytest.importorskip("ray", reason="the cluster extra is not installed")
+    from qtui.deploy.app import build_app
+
+    app = build_app({"model": "x.gguf", "replicas": "3", "engine": "cuda", "max_slots": "8", "window_ms": "20"})
+    replica = app._bound_deployment  # Ray Serve keeps the bound deployment here
+    assert replica.num_replicas == 3 and replica.ray_actor_options["num_gpus"] == 1
+    assert replica.init_args[:2] == ("x.gguf", {"engine": "cuda", "max_slots": 8, "window_ms": 20.0})
+    cpu = build_app({"model": "x.gguf", "replicas": 2, "engine": "cpu"})._bound_deployment
+    assert cpu.num_replicas == 2 and cpu.ray_actor_options["num_gpus"] == 0
