@@ -3,10 +3,13 @@ the builder makes (no cluster is started here)."""
 
 from __future__ import annotations
 
+import importlib
 import sys
+from pathlib import Path
 
 import pytest
 
+import qtui.deploy
 from qtui.cli import build_parser
 from qtui.deploy.main import run_cluster
 from qtui.errors import BadRequest
@@ -49,3 +52,15 @@ def test_builder_types_serve_run_args_and_asks_one_gpu_per_cuda_replica():
     assert replica.init_args[:2] == ("x.gguf", {"engine": "cuda", "max_slots": 8, "window_ms": 20.0})
     cpu = build_app({"model": "x.gguf", "replicas": 2, "engine": "cpu"})._bound_deployment
     assert cpu.num_replicas == 2 and cpu.ray_actor_options["num_gpus"] == 0
+
+
+def test_kuberay_manifest_names_a_builder_that_builds():
+    yaml = pytest.importorskip("yaml")
+    pytest.importorskip("ray", reason="the cluster extra is not installed")
+    manifest = yaml.safe_load((Path(qtui.deploy.__file__).parent / "kuberay.yaml").read_text())
+    assert manifest["kind"] == "RayService" and manifest["spec"]["rayClusterConfig"]["rayVersion"] == "2.60.0"
+    (app,) = yaml.safe_load(manifest["spec"]["serveConfigV2"])["applications"]
+    module, name = app["import_path"].split(":")
+    replica = getattr(importlib.import_module(module), name)(app["args"])._bound_deployment
+    workers = manifest["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]
+    assert replica.num_replicas == workers["replicas"] and replica.ray_actor_options["num_gpus"] == 1
