@@ -44,6 +44,7 @@ class ClusterView:
 
     def __init__(self, stale_s: float = STALE_S) -> None:
         self.stale_s = stale_s
+        self.is_draining = False  # set on shutdown: merged frames then say `"draining": true` and replicas drain
         self._reports: dict[str, _Report] = {}
 
     def report(self, replica: str, frame: dict[str, Any], metrics: str, now: float) -> None:
@@ -55,7 +56,10 @@ class ClusterView:
         return dict(sorted(self._reports.items()))
 
     def frame(self, now: float) -> dict[str, Any]:
-        return merge_frames({r: rep.frame for r, rep in self.live(now).items()})
+        frame = merge_frames({r: rep.frame for r, rep in self.live(now).items()})
+        if self.is_draining:
+            frame["draining"] = True
+        return frame
 
     def metrics(self, now: float) -> str:
         return merge_metrics({r: rep.metrics for r, rep in self.live(now).items()})

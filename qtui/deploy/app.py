@@ -47,6 +47,12 @@ class StatsHub:
     async def metrics(self) -> str:
         return self.view.metrics(time.monotonic())
 
+    async def drain(self) -> None:
+        """Shutdown: each replica learns it from its next report and drains as `qtui serve` does on SIGTERM
+        (stop admitting, finish in-flight up to --drain-timeout, close sockets with 1001), so Ray Serve's own
+        drain, which waits for open connections, ends when they do."""
+        self.view.is_draining = True
+
     async def frame(self) -> dict[str, Any]:
         return self.view.frame(time.monotonic())
 
@@ -108,7 +114,7 @@ def build(model_path: str, replicas: int, options: dict[str, Any] | None = None,
     limit = int(options.get("queue_size", 256)) + 64
     replica = serve.deployment(
         name=REPLICA_DEPLOYMENT, num_replicas=replicas, ray_actor_options=actor, max_ongoing_requests=limit,
-        graceful_shutdown_timeout_s=float(options.get("drain_timeout", 30.0)), health_check_period_s=2.0,
+        graceful_shutdown_timeout_s=float(options.get("drain_timeout", 30.0)) + 10, health_check_period_s=2.0,
     )(replica_cls)  # fmt: skip
     return replica.bind(model_path, options, hub.bind())
 

@@ -41,7 +41,7 @@ def run_cluster(args: argparse.Namespace) -> int:
         from ray import serve
     except ImportError:
         raise BadRequest("--replicas needs Ray Serve: pip install 'qtui[cluster]'") from None
-    from qtui.deploy.app import APP_NAME, build
+    from qtui.deploy.app import APP_NAME, HUB_DEPLOYMENT, build
     from qtui.serve.server import ServeSettings
 
     if args.replicas < 1:
@@ -59,7 +59,8 @@ def run_cluster(args: argparse.Namespace) -> int:
               "/cluster aggregate them)", flush=True)  # fmt: skip
         _wait_for_signal()
         print(f"qtui serve: draining (up to {args.drain_timeout:g} s)", flush=True)
-        serve.delete(APP_NAME)
+        serve.get_deployment_handle(HUB_DEPLOYMENT, APP_NAME).drain.remote().result()
+        serve.delete(APP_NAME)  # returns once every replica has drained and stopped
         serve.shutdown()  # type: ignore[no-untyped-call]  # ray leaves it unannotated
     finally:
         ray.shutdown()

@@ -49,6 +49,7 @@ class ReplicaServer(QtuiServer):
         self._cluster_metrics = cluster_metrics
         self.cluster_frame: dict[str, Any] | None = None  # the last merged frame the hub sent back
         self.on_close: list[Callable[[], None]] = []
+        self._drain_task: asyncio.Task[None] | None = None  # not in _tasks: close() cancels those
 
     async def start(self) -> None:
         """The engine thread and the stats loop; requests arrive through `app` (Ray Serve's ASGI ingress)."""
@@ -87,6 +88,9 @@ class ReplicaServer(QtuiServer):
             except Exception:  # the hub restarting must not stop serving; the next interval tries again
                 log.warning("stats hub unreachable", exc_info=True)
                 continue
+            if merged.get("draining") and self._drain_task is None:  # the deployment is shutting down
+                log.info("replica %s draining", self.replica)
+                self._drain_task = asyncio.create_task(self.drain())
             subscribers = [c for c in self._connections if c.is_subscribed]
             if subscribers:
                 text = proto.dumps(merged)

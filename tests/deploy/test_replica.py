@@ -65,3 +65,21 @@ async def test_replicas_name_themselves_and_serve_the_merged_view(tiny_gguf):
         for srv, host in pair:
             await host.stop()
             await srv.close()
+
+
+async def test_hub_drain_lets_in_flight_finish_then_closes_with_1001(tiny_gguf):
+    view = ClusterView()
+    pair = await start_pair(tiny_gguf, view)
+    try:
+        client = await Client.connect(f"ws://127.0.0.1:{pair[0][1].port}/")
+        (running,) = await client.submit_many([{"prompt": "drain me", "max_tokens": 100, "ignore_eos": True}])
+        view.is_draining = True  # what StatsHub.drain() sets when `qtui serve --replicas` gets SIGTERM
+        reply = await asyncio.wait_for(running, 30)
+        assert reply.done is not None and len(reply.tokens) == 100  # in-flight work finishes
+        await asyncio.wait_for(client.ws.wait_closed(), 10)
+        assert client.ws.close_code == 1001
+        assert all(srv.is_draining for srv, _ in pair)  # every replica drains, not only the busy one
+    finally:
+        for srv, host in pair:
+            await host.stop()
+            await srv.close()
