@@ -47,7 +47,7 @@ class ReplicaServer(QtuiServer):
         self.identity["replica"] = replica  # the stats feed shares this dict: local frames name it too
         self._reporter = reporter
         self._cluster_metrics = cluster_metrics
-        self.cluster_frame: dict[str, Any] | None = None  # the last merged frame the hub sent back
+        self._is_hub_down = False  # log a hub outage once, not every interval
         self.on_close: list[Callable[[], None]] = []
         self._drain_task: asyncio.Task[None] | None = None  # not in _tasks: close() cancels those
 
@@ -71,13 +71,12 @@ class ReplicaServer(QtuiServer):
         return app
 
     async def report(self) -> dict[str, Any]:
-        """Send this replica's frame and metrics to the hub; keep and return the deployment's merged frame."""
+        """Send this replica's frame and metrics to the hub; return the deployment's merged frame."""
         now = time.monotonic()
         frame = self.stats.frame(now)
         if self.recorder is not None and frame["steps"]:
             self.recorder.stats(frame, now)
-        self.cluster_frame = await self._reporter(self.replica, frame, self.render_metrics())
-        return self.cluster_frame
+        return await self._reporter(self.replica, frame, self.render_metrics())
 
     async def _stats_loop(self) -> None:
         """Every interval: report to the hub, and send the merged frame to this replica's subscribers."""
@@ -86,8 +85,11 @@ class ReplicaServer(QtuiServer):
             try:
                 merged = await self.report()
             except Exception:  # the hub restarting must not stop serving; the next interval tries again
-                log.warning("stats hub unreachable", exc_info=True)
+                if not self._is_hub_down:
+                    log.warning("stats hub unreachable; serving on, retrying every interval", exc_info=True)
+                self._is_hub_down = True
                 continue
+            self._is_hub_down = False
             if merged.get("draining") and self._drain_task is None:  # the deployment is shutting down
                 log.info("replica %s draining", self.replica)
                 self._drain_task = asyncio.create_task(self.drain())
