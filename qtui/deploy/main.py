@@ -8,7 +8,9 @@ N replicas and waits for SIGINT/SIGTERM; then deletes the application (each repl
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import signal
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "Default: one process, no Ray")  # fmt: skip
     p.add_argument("--ray-address", default=None, metavar="ADDR", help="with --replicas: join this Ray cluster "
                    "(`auto`: the one `ray start` began here) instead of starting one in this process")  # fmt: skip
+
+
+def wants_cluster(args: argparse.Namespace) -> bool:
+    """Whether `qtui serve` runs on Ray Serve: with `--replicas N`, except `--replicas 1` where Ray is not
+    installed, which is today's single-process server (said on stderr)."""
+    if getattr(args, "replicas", None) is None:
+        return False
+    if args.replicas == 1 and importlib.util.find_spec("ray") is None:
+        print("qtui serve: --replicas 1 without Ray installed: serving in this process", file=sys.stderr)
+        return False
+    return True
 
 
 def options_from_args(args: argparse.Namespace) -> dict[str, Any]:

@@ -115,9 +115,9 @@ async def _serve_until_signal(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     import logging
 
-    if getattr(args, "replicas", None) is not None:  # Ray Serve; without --replicas: this process, no Ray
-        from qtui.deploy.main import run_cluster
+    from qtui.deploy.main import run_cluster, wants_cluster
 
+    if wants_cluster(args):  # --replicas N: Ray Serve (qtui/deploy/); without it: this process, no Ray
         return run_cluster(args)
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")

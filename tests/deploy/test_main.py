@@ -11,7 +11,7 @@ import pytest
 
 import qtui.deploy
 from qtui.cli import build_parser
-from qtui.deploy.main import run_cluster
+from qtui.deploy.main import run_cluster, wants_cluster
 from qtui.errors import BadRequest
 
 # ray 2.60 declares pydantic fields the v1 way: its import warns (not ours to fix)
@@ -28,8 +28,11 @@ def test_replicas_flag_is_off_by_default_and_parses():
     assert (args.replicas, args.ray_address, args.engine) == (4, "auto", "cuda")
 
 
-def test_replicas_without_ray_installed_names_the_extra(monkeypatch):
+def test_replicas_without_ray_installed_names_the_extra(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    assert not wants_cluster(parse()) and not wants_cluster(parse("--replicas", "1"))  # one process, as today
+    assert "serving in this process" in capsys.readouterr().err
+    assert wants_cluster(parse("--replicas", "2"))
     with pytest.raises(BadRequest, match=r"qtui\[cluster\]"):
         run_cluster(parse("--replicas", "2"))
 
