@@ -97,7 +97,9 @@ class UvicornHost:
     def __init__(self, app: Any, host: str, port: int, *, ws_max_size: int, ping_interval: float,
                  ping_timeout: float) -> None:  # fmt: skip
         self.config = uvicorn.Config(
-            app, lifespan="off", log_config=None, access_log=False, ws=_AbortableWebSocketProtocol,
+            # http="h11": uvicorn's "auto" switches to httptools whenever it is installed (ray[serve], the cluster
+            # extra, brings it in): the HTTP parser stays the one the server was built and tested on
+            app, lifespan="off", log_config=None, access_log=False, ws=_AbortableWebSocketProtocol, http="h11",
             ws_max_size=ws_max_size, ws_ping_interval=ping_interval, ws_ping_timeout=ping_timeout,
             ws_per_message_deflate=False, timeout_graceful_shutdown=1, server_header=False,
         )  # fmt: skip

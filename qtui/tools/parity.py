@@ -3,7 +3,8 @@
 For N seeded prompts (text and token-id prompts), get each solo reply (one request at a time), then at each rung
 c send c requests at once (distinct prompts, plus one identical pair: request c-1 repeats request 0's prompt),
 one socket per request, every frame sent before any reply is awaited. Checks: each `done.max_m == c` (the burst
-formed one batch of c) and each reply equals its solo reply token for token (else the first divergent index).
+formed one batch of c; behind N replicas, each replica's share of the burst formed one batch of that size) and each
+reply equals its solo reply token for token (else the first divergent index).
 Writes a witness JSON (model sha256, commit, engine, device, settings, per-rung results); exit 1 on any failure.
 """
 
@@ -53,8 +54,9 @@ def make_prompts(n: int, seed: int, n_vocab: int) -> list[dict[str, Any]]:
     return prompts
 
 
-async def _burst(url: str, requests: list[dict[str, Any]], api_key: str | None) -> tuple[list[Any], float]:
-    """One socket per request; all frames sent back to back; returns (replies, wall seconds send→last done)."""
+async def _burst(url: str, requests: list[dict[str, Any]], api_key: str | None) -> tuple[list[Any], float, list[Any]]:
+    """One socket per request; all frames sent back to back; returns (replies, wall seconds send→last done,
+    the replica each socket reached: `hello.replica`, None from a single server)."""
     from qtui.tools.client import Client
 
     clients = [await Client.connect(url, api_key=api_key) for _ in requests]
@@ -63,7 +65,7 @@ async def _burst(url: str, requests: list[dict[str, Any]], api_key: str | None) 
         t0 = loop.time()
         futures = [f for c, r in zip(clients, requests) for f in await c.submit_many([r])]
         replies = await asyncio.gather(*futures)
-        return replies, loop.time() - t0
+        return replies, loop.time() - t0, [(c.hello or {}).get("replica") for c in clients]
     finally:
         await asyncio.gather(*(c.close() for c in clients))
 
@@ -71,10 +73,10 @@ async def _burst(url: str, requests: list[dict[str, Any]], api_key: str | None) 
 def _check_reply(reply: Any, expected_m: int, solo: list[int]) -> dict[str, Any]:
     if reply.done is None:
         err = reply.error or {}
-        return {"ok": False, "error": f"{err.get('code')}: {err.get('message')}"}
+        return {"ok": False, "expected_m": expected_m, "error": f"{err.get('code')}: {err.get('message')}"}
     index = first_divergence(reply.done["tokens"], solo)
     m = reply.done["max_m"]
-    return {"ok": index is None and m == expected_m, "m": m, "divergent_index": index,
+    return {"ok": index is None and m == expected_m, "m": m, "expected_m": expected_m, "divergent_index": index,
             "tokens": len(reply.done["tokens"]), "tok_s": reply.done["decode_tok_s"]}  # fmt: skip
 
 
@@ -88,7 +90,7 @@ def _rung_result(c: int, which: list[int], checks: list[dict[str, Any]], wall: f
     ]
     return {
         "c": c, "prompts": which, "m_formed": [ch.get("m") for ch in checks],
-        "m_ok": all(ch.get("m") == c for ch in checks),
+        "m_ok": all(ch.get("m") == ch.get("expected_m") for ch in checks),
         "equal": sum("m" in ch and ch["divergent_index"] is None for ch in checks),
         "diverged": diverged,
         "agg_tok_s": round(total_tokens / wall, 2) if wall > 0 else 0.0,
@@ -119,7 +121,7 @@ async def run_ladder(url: str, ladder: list[int], n_prompts: int, max_tokens: in
     solo: list[list[int]] = []
     solo_rows = []
     for i, p in enumerate(prompts):
-        (reply,), _ = await _burst(url, [request_for(p, i, max_tokens, seed, sampled)], api_key)
+        (reply,), _, _ = await _burst(url, [request_for(p, i, max_tokens, seed, sampled)], api_key)
         if reply.done is None:
             raise RuntimeError(f"solo request {i} failed: {reply.error}")
         solo.append(reply.done["tokens"])
@@ -131,9 +133,12 @@ async def run_ladder(url: str, ladder: list[int], n_prompts: int, max_tokens: in
         which = [(k + i) % n_prompts for i in range(c)]
         if c >= 2:
             which[-1] = which[0]  # an identical pair inside the batch
-        replies, wall = await _burst(url, [request_for(prompts[j], j, max_tokens, seed, sampled) for j in which],
-                                     api_key)  # fmt: skip
-        rungs.append(_rung_result(c, which, [_check_reply(r, c, solo[j]) for r, j in zip(replies, which)], wall))
+        replies, wall, replicas = await _burst(url, [request_for(prompts[j], j, max_tokens, seed, sampled)
+                                                     for j in which], api_key)  # fmt: skip
+        # behind N replicas (qtui/deploy/) the burst splits: each replica's share must form one batch of its size
+        expected = [replicas.count(r) for r in replicas]
+        checks = [_check_reply(r, m, solo[j]) for r, m, j in zip(replies, expected, which)]
+        rungs.append(_rung_result(c, which, checks, wall))
     settings = {"ladder": ladder, "prompts": n_prompts, "max_tokens": max_tokens, "seed": seed, "ignore_eos": True,
                 "sampling": {**SAMPLING, "seeds": "1000 * seed + prompt"} if sampled else None}  # fmt: skip
     return {

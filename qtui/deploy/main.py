@@ -1,0 +1,90 @@
+"""`qtui serve MODEL --replicas N`: the Ray Serve deployment (app.py) from the command line.
+
+Starts (or, with `--ray-address`, joins) a Ray cluster, starts Serve's HTTP proxy on `--host`/`--port`, deploys
+N replicas and waits for SIGINT/SIGTERM; then deletes the application (each replica drains up to
+`--drain-timeout`) and shuts Serve down. The flags are `qtui serve`'s (qtui/serve/main.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from qtui.errors import BadRequest
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The cluster flags of `qtui serve` (the rest are the single server's)."""
+    p.add_argument("--replicas", type=int, default=None, metavar="N", help="serve with N data-parallel replicas "
+                   "on Ray Serve (one engine each, one GPU each on cuda; needs `pip install 'qtui[cluster]'`). "
+                   "Default: one process, no Ray")  # fmt: skip
+    p.add_argument("--ray-address", default=None, metavar="ADDR", help="with --replicas: join this Ray cluster "
+                   "(`auto`: the one `ray start` began here) instead of starting one in this process")  # fmt: skip
+
+
+def wants_cluster(args: argparse.Namespace) -> bool:
+    """Whether `qtui serve` runs on Ray Serve: with `--replicas N`, except `--replicas 1` where Ray is not
+    installed, which is today's single-process server (said on stderr)."""
+    if getattr(args, "replicas", None) is None:
+        return False
+    if args.replicas == 1 and importlib.util.find_spec("ray") is None:
+        print("qtui serve: --replicas 1 without Ray installed: serving in this process", file=sys.stderr)
+        return False
+    return True
+
+
+def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """`start_server` options from `qtui serve`'s flags (host and port go to the proxy, not the replicas)."""
+    return dict(
+        engine=args.engine, max_slots=args.max_slots, max_context=args.max_context, host=args.host, port=args.port,
+        window_ms=args.window_ms, queue_size=args.queue_size, max_per_connection=args.max_per_connection,
+        record=args.record, verify_parity=args.verify_parity, api_key=args.api_key, drain_timeout=args.drain_timeout,
+        max_queued_bytes=args.max_queued_bytes, max_prefill_tokens=args.max_prefill_tokens,
+    )  # fmt: skip
+
+
+def run_cluster(args: argparse.Namespace) -> int:
+    try:
+        import ray
+        from ray import serve
+    except ImportError:
+        raise BadRequest("--replicas needs Ray Serve: pip install 'qtui[cluster]'") from None
+    from qtui.deploy.app import APP_NAME, HUB_DEPLOYMENT, build
+    from qtui.serve.server import ServeSettings
+
+    if args.replicas < 1:
+        raise BadRequest(f"--replicas must be >= 1, got {args.replicas}")
+    options = options_from_args(args)
+    settings = {k: v for k, v in options.items() if k not in ("engine", "max_slots", "max_context")}
+    ServeSettings(**settings)  # the flags' checks (api key off loopback, ...) before any cluster starts
+    ray.init(address=args.ray_address, log_to_driver=False)
+    try:
+        serve.start(http_options={"host": args.host, "port": args.port})
+        model = str(Path(args.model).resolve())  # replicas may run in another directory, or on other nodes
+        serve.run(build(model, args.replicas, options), name=APP_NAME, route_prefix="/")
+        host = args.host if ":" not in args.host else f"[{args.host}]"
+        print(f"qtui serve: ws://{host}:{args.port}/ ({args.replicas} replicas on Ray Serve; /metrics and "
+              "/cluster aggregate them)", flush=True)  # fmt: skip
+        _wait_for_signal()
+        print(f"qtui serve: draining (up to {args.drain_timeout:g} s)", flush=True)
+        serve.get_deployment_handle(HUB_DEPLOYMENT, APP_NAME).drain.remote().result()
+        serve.delete(APP_NAME)  # returns once every replica has drained and stopped
+        serve.shutdown()  # type: ignore[no-untyped-call]  # ray leaves it unannotated
+    finally:
+        ray.shutdown()
+    print("qtui serve: stopped", flush=True)
+    return 0
+
+
+def _wait_for_signal() -> None:
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # a second signal while draining: let Ray's shutdown finish
+        signal.signal(sig, signal.SIG_IGN)
