@@ -4,7 +4,8 @@
 #   call 1: cp .rayw1/* /tmp/rayparts/        call 2: cp .rayw2/* /tmp/rayparts/
 #   call 3: QTUI_COMMIT=<sha> bash tests/deploy/gpu_ray_run.sh      (carry .rayw3 and .whl)
 # Then: 4b Q4_K_M file; `qtui load` 16 clients x 256 tokens x 2 rounds against `qtui serve --engine cuda` and
-# against `qtui serve --engine cuda --replicas 1` (Ray Serve); `qtui parity --ladder 1,4,8,16` against the latter.
+# against `qtui serve --engine cuda --replicas 1` (Ray Serve), each after a warm-up burst; `qtui parity --ladder
+# 1,4,8,16` against the latter. Calls 1 and 2 may be skipped while /tmp/rayparts is still there (warm machine).
 source tests/engine/cuda/gpu_env.sh
 cp .rayw3/* /tmp/rayparts/ && cat /tmp/rayparts/ray.part.* > /tmp/rayparts/ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl \
   && python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site /tmp/rayparts/*.whl \
@@ -19,7 +20,8 @@ run_load() {  # $1: label, rest: extra serve flags
     > "$OUT/serve-$label.log" 2>&1 &
   local srv=$!
   for _ in $(seq 240); do grep -q "ws://" "$OUT/serve-$label.log" && break; sleep 0.5; done
-  sleep 2
+  sleep 2  # a warm-up burst first: the first steps of each row count JIT the PTX and capture the graphs
+  timeout 100 python3 -m qtui load ws://127.0.0.1:$PORT/ --clients 16 --max-tokens 32 --json > "$OUT/warm-$label.json" 2>&1
   timeout 150 python3 -m qtui load ws://127.0.0.1:$PORT/ --clients 16 --max-tokens 256 --rounds 2 --json \
     > "$OUT/load-$label.json" 2>&1
   if [ "$label" = ray1 ]; then
