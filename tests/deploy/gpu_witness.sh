@@ -29,14 +29,16 @@ serve_and_load() {  # NAME CLIENTS LADDER SERVE-ARGS...: start, wait for the URL
 }
 serve_and_load single 16 ""
 serve_and_load ray1 16 "1,4,8,16" --replicas 1
+serve_and_load ray1-frame0 16 "" --replicas 1 --frame-interval-ms 0  # a frame per step: what pacing buys
 [ "$N" -gt 1 ] && serve_and_load "ray$N" $((16 * N)) "1,4,8,16,$((16 * N))" --replicas "$N"
 python3 - "$W" "$N" <<'EOF'
 import json, sys
 w, n = sys.argv[1], int(sys.argv[2])
-rows = {name: json.load(open(f"{w}/load-{name}.json")) for name in ["single", "ray1"] + ([f"ray{n}"] if n > 1 else [])}
+names = ["single", "ray1", "ray1-frame0"] + ([f"ray{n}"] if n > 1 else [])
+rows = {name: json.load(open(f"{w}/load-{name}.json")) for name in names}
 base = rows["single"]["steady_tok_s"]
 for name, r in rows.items():
-    print(f"{name:>7}: clients {r['clients']:>4}  agg {r['agg_tok_s']:>8.1f}  steady {r['steady_tok_s']:>8.1f} tok/s"
+    print(f"{name:>11}: clients {r['clients']:>4}  agg {r['agg_tok_s']:>8.1f}  steady {r['steady_tok_s']:>8.1f} tok/s"
           f"  = {r['steady_tok_s'] / base:.3f} x one process  ttft p50 {r['ttft_ms_p50']} ms  errors {r['errors']}")
 EOF
 for f in "$W"/parity-*.txt; do echo "== $f"; tail -8 "$f"; done
