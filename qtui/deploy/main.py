@@ -25,6 +25,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "Default: one process, no Ray")  # fmt: skip
     p.add_argument("--ray-address", default=None, metavar="ADDR", help="with --replicas: join this Ray cluster "
                    "(`auto`: the one `ray start` began here) instead of starting one in this process")  # fmt: skip
+    p.add_argument("--frame-interval-ms", type=float, default=20.0, metavar="MS", help="with --replicas: send each "
+                   "stream's tokens at most every MS ms, several steps' tokens in one frame (each frame costs Ray "
+                   "Serve a message to its proxy; default 20; 0: a frame per step, as one process does)")  # fmt: skip
 
 
 def wants_cluster(args: argparse.Namespace) -> bool:
@@ -48,6 +51,11 @@ def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
     )  # fmt: skip
 
 
+def cluster_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The replicas' options: the single server's plus the Ray-only ones."""
+    return {**options_from_args(args), "frame_interval_ms": args.frame_interval_ms}
+
+
 def run_cluster(args: argparse.Namespace) -> int:
     try:
         import ray
@@ -59,8 +67,10 @@ def run_cluster(args: argparse.Namespace) -> int:
 
     if args.replicas < 1:
         raise BadRequest(f"--replicas must be >= 1, got {args.replicas}")
-    options = options_from_args(args)
-    settings = {k: v for k, v in options.items() if k not in ("engine", "max_slots", "max_context")}
+    options = cluster_options(args)
+    settings = {
+        k: v for k, v in options.items() if k not in ("engine", "max_slots", "max_context", "frame_interval_ms")
+    }
     ServeSettings(**settings)  # the flags' checks (api key off loopback, ...) before any cluster starts
     ray.init(address=args.ray_address, log_to_driver=False)
     try:

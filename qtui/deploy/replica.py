@@ -24,6 +24,7 @@ from starlette.routing import Route
 from qtui.serve import protocol as proto
 from qtui.serve.app import build_app
 from qtui.serve.auth import is_authorized
+from qtui.serve.connection import Connection, FlushBatch
 from qtui.serve.engine_thread import EngineThread
 from qtui.serve.main import DEFAULTS, open_stack
 from qtui.serve.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -31,17 +32,37 @@ from qtui.serve.server import ModelIdentity, QtuiServer, ServeSettings
 
 log = logging.getLogger("qtui.deploy")
 
+# behind Ray each WebSocket frame is a message streamed to the proxy (~2 ms of CPU each on the 2-core CI machine,
+# under the engine thread's GIL): a stream's tokens go out at most every 20 ms, several steps' tokens in one frame
+DEFAULT_FRAME_INTERVAL_MS = 20.0
 # (replica id, its stats frame since the last report, its /metrics text) -> the merged frame of the deployment
 Reporter = Callable[[str, dict[str, Any], str], Awaitable[dict[str, Any]]]
 # () -> the merged /metrics text of the deployment
 MetricsSource = Callable[[], Awaitable[str]]
 
 
+class PacedFlushBatch(FlushBatch):
+    """Flushes the queued frames of every connection once per `interval_s` rather than once per loop pass:
+    behind Ray Serve each frame is an ASGI message that Ray streams to its proxy (costly per message, and under
+    the engine thread's GIL), so a stream's tokens of several steps go out as one frame (connection.py merges
+    them)."""
+
+    def __init__(self, interval_s: float) -> None:
+        super().__init__()
+        self.interval_s = interval_s
+
+    def add(self, conn: Connection) -> None:
+        self._conns[conn] = None
+        if not self._is_armed:
+            self._is_armed = True
+            asyncio.get_running_loop().call_later(self.interval_s, self._run)
+
+
 class ReplicaServer(QtuiServer):
     """`QtuiServer` minus the uvicorn host; `hello`, `info`, `/health` and stats frames name the replica."""
 
     def __init__(self, *args: Any, replica: str, reporter: Reporter, cluster_metrics: MetricsSource,
-                 **kwargs: Any) -> None:  # fmt: skip
+                 frame_interval_ms: float = 0.0, **kwargs: Any) -> None:  # fmt: skip
         super().__init__(*args, **kwargs)
         self.replica = replica
         self.identity["replica"] = replica  # the stats feed shares this dict: local frames name it too
@@ -50,6 +71,8 @@ class ReplicaServer(QtuiServer):
         self._is_hub_down = False  # log a hub outage once, not every interval
         self.on_close: list[Callable[[], None]] = []
         self._drain_task: asyncio.Task[None] | None = None  # not in _tasks: close() cancels those
+        if frame_interval_ms > 0:
+            self._flush_batch = PacedFlushBatch(frame_interval_ms / 1e3)
 
     async def start(self) -> None:
         """The engine thread and the stats loop; requests arrive through `app` (Ray Serve's ASGI ingress)."""
@@ -123,6 +146,7 @@ async def open_replica(model_path: str, options: dict[str, Any], *, replica: str
     """Load the model and start a `ReplicaServer`. `options`: what `start_server` takes (engine, max_slots,
     max_context and `ServeSettings` fields); `record` gets a sub-folder per replica."""
     options = dict(options)
+    frame_interval_ms = float(options.pop("frame_interval_ms", DEFAULT_FRAME_INTERVAL_MS))
     stack_opts = {k: options.pop(k, v) for k, v in DEFAULTS.items()}
     options.pop("host", None), options.pop("port", None)  # the proxy listens; the replica does not
     if options.get("record") is not None:
@@ -133,7 +157,7 @@ async def open_replica(model_path: str, options: dict[str, Any], *, replica: str
         sha = await asyncio.to_thread(model.sha256)
         identity = ModelIdentity(str(Path(model_path).resolve()), sha, dataclasses.asdict(model.config))
         srv = ReplicaServer(engine, tokenizer, settings, identity, replica=replica, reporter=reporter,
-                            cluster_metrics=cluster_metrics)  # fmt: skip
+                            cluster_metrics=cluster_metrics, frame_interval_ms=frame_interval_ms)  # fmt: skip
         srv.on_close.append(model.close)  # the engine reads the file's mapped tensors until then
         await srv.start()
     except BaseException:

@@ -83,3 +83,26 @@ async def test_hub_drain_lets_in_flight_finish_then_closes_with_1001(tiny_gguf):
         for srv, host in pair:
             await host.stop()
             await srv.close()
+
+
+async def test_paced_frames_carry_several_steps_tokens(tiny_gguf):
+    view = ClusterView()
+
+    async def report(replica: str, frame: dict, metrics: str) -> dict:
+        return view.frame(time.monotonic())
+
+    async def metrics() -> str:
+        return ""
+
+    options = {"engine": "cpu", "max_slots": 4, "max_context": 128, "frame_interval_ms": 200}
+    srv = await open_replica(str(tiny_gguf), options, replica="a", reporter=report, cluster_metrics=metrics)
+    host = UvicornHost(srv.build_app(), "127.0.0.1", 0, ws_max_size=1 << 22, ping_interval=20, ping_timeout=60)
+    await host.start()
+    try:
+        async with await Client.connect(f"ws://127.0.0.1:{host.port}/") as client:
+            reply = await client.generate(prompt="pace me", max_tokens=20, ignore_eos=True)
+        assert len(reply.tokens) == 20 and reply.indices == list(range(20))
+        assert len(reply.frame_sizes) < 20 and sum(reply.frame_sizes) == 20  # several steps per frame
+    finally:
+        await host.stop()
+        await srv.close()
