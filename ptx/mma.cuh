@@ -36,8 +36,7 @@
 // scale group (measured on the H200: 455 vs 548 instructions per Q4_K unit, up to 1.35x at m = 16).
 // MMA_PREFETCH_NT: token tiles up to which the next unit's weights are loaded into registers before the current
 // unit is computed (m <= 8: the decode steps where a warp's units are few and each one's latency shows).
-// MMA_MIN_BLOCKS: resident blocks per SM asked of ptxas (2 -> 128 registers per thread in 256-thread blocks, 255
-// in the 128-thread blocks of NT >= MMA_WT2_NT; the K loop spills at most
+// MMA_MIN_BLOCKS: resident blocks per SM asked of ptxas (2 -> 128 registers per thread; the K loop spills at most
 // a few words at NT = 8, and 16 warps per SM beat 8 there).
 #ifndef MMA_MIN_MMA
 #define MMA_MIN_MMA 1
@@ -48,15 +47,6 @@
 #ifndef MMA_MIN_BLOCKS
 #define MMA_MIN_BLOCKS(NT) 2
 #endif
-// MMA_WT2_NT: token tiles from which a warp holds TWO 16-row tiles (4 warps per block, the same 8 tiles per
-// block): each B fragment read from L1 feeds twice the MMAs, halving the activation traffic that bounds m >= 32
-// and prefill. The block's tile set, K part and combine order do not change, so every output element is the same
-// arithmetic as at WT = 1 (batch invariance across NT holds). 16: off.
-#ifndef MMA_WT2_NT
-#define MMA_WT2_NT 8
-#endif
-#define MMA_WT(NT) ((NT) >= MMA_WT2_NT ? 2 : 1)
-#define MMA_THREADS_NT(NT) (MMA_THREADS / MMA_WT(NT))
 #ifndef MMA_PREFETCH_X  // 1: prefetch the next super-block's activations into L1 (measured slower: off)
 #define MMA_PREFETCH_X 0
 #endif
@@ -540,28 +530,22 @@ __device__ __forceinline__ void min_by_mma(const typename F::Scales& sc, const f
     }
 }
 
-// ---- One warp: NT token tiles x WT 16-row tiles over super-blocks [sb0, sb1). acc[j][nt][i] is the C fragment
-// of tile j: i = 0,1 -> row g, tokens tok0 + 8nt + 2t + {0,1}; i = 2,3 -> row g + 8. With WT = 2 each B fragment
-// read from L1 feeds the MMAs of both tiles; each tile's own operations and their order are those of WT = 1.
-// The first unit's weights are loaded BEFORE pdl_wait (weights are never written by a kernel): they stream
-// while the previous kernel drains. ----
-template <class F, int NT, int WT>
-__device__ __forceinline__ void mma_warp(const uint8_t* const (&tile)[WT], int sb0, int sb1,
+// ---- One warp: NT token tiles x one 16-row tile over super-blocks [sb0, sb1). acc[nt][i] is the C fragment:
+// i = 0,1 -> row g, tokens tok0 + 8nt + 2t + {0,1}; i = 2,3 -> row g + 8. The first unit's weights are loaded
+// BEFORE pdl_wait (weights are never written by a kernel): they stream while the previous kernel drains. ----
+template <class F, int NT>
+__device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int sb0, int sb1,
                                          const uint4* __restrict__ xs, const float* __restrict__ xsum, int n_in,
-                                         int tok0, int m, float (&acc)[WT][NT][4]) {
+                                         int tok0, int m, float (&acc)[NT][4]) {
     constexpr bool MIN_BY_MMA = F::MIN_MMA && MMA_MIN_MMA, PREFETCH = NT <= MMA_PREFETCH_NT;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int quads = n_in >> 2, slices = n_in >> 4;
 #pragma unroll
-    for (int j = 0; j < WT; j++)
+    for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) acc[j][nt][i] = 0.0f;
-    typename F::Raw raw[WT];
-    if (sb0 < sb1)
-#pragma unroll
-        for (int j = 0; j < WT; j++) F::load(tile[j] + (long long)F::UNIT * sb0, lane, raw[j]);
+        for (int i = 0; i < 4; i++) acc[nt][i] = 0.0f;
+    typename F::Raw raw;
+    if (sb0 < sb1) F::load(tile + (long long)F::UNIT * sb0, lane, raw);
     pdl_wait();
     if (sb0 < sb1) prefetch_x<NT>(xs, xsum, quads, slices, sb0, tok0, m);
     // Per token tile: the B-fragment row (token tok0 + 8nt + g) and the two x-sum rows (tokens tok0 + 8nt + 2t,
@@ -584,71 +568,47 @@ __device__ __forceinline__ void mma_warp(const uint8_t* const (&tile)[WT], int s
     }
     for (int sb = sb0; sb < sb1; sb++) {
         const int du = sb - sb0;
-        typename F::Raw next[WT];
-#pragma unroll
-        for (int j = 0; j < WT; j++) {
-            if (PREFETCH) {
-                if (sb + 1 < sb1) F::load(tile[j] + (long long)F::UNIT * (sb + 1), lane, next[j]);
-            } else if (sb > sb0) {
-                F::load(tile[j] + (long long)F::UNIT * sb, lane, raw[j]);
-            }
+        typename F::Raw next;
+        if (PREFETCH) {
+            if (sb + 1 < sb1) F::load(tile + (long long)F::UNIT * (sb + 1), lane, next);
+        } else if (sb > sb0) {
+            F::load(tile + (long long)F::UNIT * sb, lane, raw);
         }
         if (sb + 1 < sb1) prefetch_x<NT>(xs, xsum, quads, slices, sb + 1, tok0, m);
-        typename F::Scales scales[WT];
-#pragma unroll
-        for (int j = 0; j < WT; j++) F::unpack(raw[j], scales[j]);
+        typename F::Scales scales;
+        F::unpack(raw, scales);
 #pragma unroll
         for (int grp = 0; grp < F::GROUPS; grp++) {
-            uint32_t a[WT][F::SPG][4];  // the group's A fragments, dequantized once for all token tiles
-            float sg[WT], mg[WT], s8[WT], m8[WT];
+            uint32_t a[F::SPG][4];  // the group's A fragments, dequantized once for all token tiles
 #pragma unroll
-            for (int j = 0; j < WT; j++) {
-#pragma unroll
-                for (int si = 0; si < F::SPG; si++) F::frag(raw[j], grp * F::SPG + si, a[j][si]);
-                F::scale(raw[j], scales[j], grp, sg[j], mg[j], s8[j], m8[j]);
-            }
+            for (int si = 0; si < F::SPG; si++) F::frag(raw, grp * F::SPG + si, a[si]);
+            float sg, mg, s8, m8;
+            F::scale(raw, scales, grp, sg, mg, s8, m8);
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) {
-                float P[WT][4];
-#pragma unroll
-                for (int j = 0; j < WT; j++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++) P[j][i] = 0.0f;
+                float P[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
                 for (int si = 0; si < F::SPG; si++) {
                     const uint4 xv = xrow[nt][64 * du + 4 * (grp * F::SPG + si)];
-#pragma unroll
-                    for (int j = 0; j < WT; j++) {
-                        mma_bf16(P[j], a[j][si], xv.z, xv.w);  // lo terms first (the smaller magnitudes)
-                        mma_bf16(P[j], a[j][si], xv.x, xv.y);
-                    }
+                    mma_bf16(P, a[si], xv.z, xv.w);  // lo terms first (the smaller magnitudes)
+                    mma_bf16(P, a[si], xv.x, xv.y);
                 }
-                float X0 = 0.0f, X1 = 0.0f;
-                if (F::HAS_MIN && !MIN_BY_MMA) {  // the x sums of the group (for minus min * sum)
-                    X0 = group_sum<F::SPG>(srow[nt][0] + 16 * du + F::SPG * grp);
-                    X1 = group_sum<F::SPG>(srow[nt][1] + 16 * du + F::SPG * grp);
-                }
-#pragma unroll
-                for (int j = 0; j < WT; j++) {
-                    acc[j][nt][0] = fmaf(sg[j], P[j][0], acc[j][nt][0]);
-                    acc[j][nt][1] = fmaf(sg[j], P[j][1], acc[j][nt][1]);
-                    acc[j][nt][2] = fmaf(s8[j], P[j][2], acc[j][nt][2]);
-                    acc[j][nt][3] = fmaf(s8[j], P[j][3], acc[j][nt][3]);
-                    if (F::HAS_MIN && !MIN_BY_MMA) {
-                        acc[j][nt][0] = fmaf(-mg[j], X0, acc[j][nt][0]);
-                        acc[j][nt][1] = fmaf(-mg[j], X1, acc[j][nt][1]);
-                        acc[j][nt][2] = fmaf(-m8[j], X0, acc[j][nt][2]);
-                        acc[j][nt][3] = fmaf(-m8[j], X1, acc[j][nt][3]);
-                    }
+                acc[nt][0] = fmaf(sg, P[0], acc[nt][0]);
+                acc[nt][1] = fmaf(sg, P[1], acc[nt][1]);
+                acc[nt][2] = fmaf(s8, P[2], acc[nt][2]);
+                acc[nt][3] = fmaf(s8, P[3], acc[nt][3]);
+                if (F::HAS_MIN && !MIN_BY_MMA) {  // minus min * (sum of x over the group)
+                    const float X0 = group_sum<F::SPG>(srow[nt][0] + 16 * du + F::SPG * grp);
+                    const float X1 = group_sum<F::SPG>(srow[nt][1] + 16 * du + F::SPG * grp);
+                    acc[nt][0] = fmaf(-mg, X0, acc[nt][0]);
+                    acc[nt][1] = fmaf(-mg, X1, acc[nt][1]);
+                    acc[nt][2] = fmaf(-m8, X0, acc[nt][2]);
+                    acc[nt][3] = fmaf(-m8, X1, acc[nt][3]);
                 }
             }
         }
-        if constexpr (MIN_BY_MMA)
-#pragma unroll
-            for (int j = 0; j < WT; j++) min_by_mma<F, NT>(scales[j], srow, du, t, acc[j]);
-        if (PREFETCH)
-#pragma unroll
-            for (int j = 0; j < WT; j++) raw[j] = next[j];
+        if constexpr (MIN_BY_MMA) min_by_mma<F, NT>(scales, srow, du, t, acc);
+        if (PREFETCH) raw = next;
     }
 }
 
@@ -670,63 +630,47 @@ __device__ __forceinline__ bool mma_group(const uint8_t* const (&W)[R], int grou
                                           const uint4* __restrict__ xs, const float* __restrict__ xsum,
                                           float* __restrict__ scratch, int* __restrict__ counters,
                                           float (&out)[MMA_WARPS][NT * 8][16]) {
-    constexpr int TPB = MMA_WARPS / R, E = NT * 128;  // tiles per block per matrix, fragment floats per tile
-    constexpr int WT = MMA_WT(NT), THREADS = MMA_THREADS_NT(NT);
+    constexpr int TPB = MMA_WARPS / R, E = NT * 128;  // tiles per block per matrix, fragment floats per warp
     __shared__ int last;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_sb = sh.n_in >> 8;
-    // Tile slot v = WT * warp + j of the block's MMA_WARPS (the warp of the WT = 1 kernels): matrix v / TPB,
-    // tile group * TPB + v % TPB. A warp's WT tiles are consecutive tiles of one matrix.
-    const uint8_t* tiles[WT];
-#pragma unroll
-    for (int j = 0; j < WT; j++) {
-        const int v = WT * warp + j, tile = group * TPB + v % TPB;
-        tiles[j] = W[v / TPB] + (long long)F::UNIT * n_sb * min(tile, sh.n_tiles - 1);
-    }
-    const bool real = group * TPB + (WT * warp) % TPB < sh.n_tiles;  // later tiles past the matrix: never stored
+    const int tile = group * TPB + warp % TPB;
+    const bool real = tile < sh.n_tiles;  // a group's last tiles may be past the matrix: computed nothing
     const int tok0 = blockIdx.y * NT * 8;
-    float acc[WT][NT][4];
-    mma_warp<F, NT, WT>(tiles, real ? b * n_sb / sh.blocks : 0, real ? (b + 1) * n_sb / sh.blocks : 0, xs, xsum,
-                        sh.n_in, tok0, sh.m, acc);
+    float acc[NT][4];
+    mma_warp<F, NT>(W[warp / TPB] + (long long)F::UNIT * n_sb * min(tile, sh.n_tiles - 1),
+                    real ? b * n_sb / sh.blocks : 0, real ? (b + 1) * n_sb / sh.blocks : 0, xs, xsum, sh.n_in, tok0,
+                    sh.m, acc);
     if (sh.blocks > 1) {
         const long long slot = (long long)blockIdx.y * gridDim.x / sh.blocks + group;
+        float* mine = scratch + (slot * sh.blocks + b) * (MMA_WARPS * E) + warp * E + lane;
 #pragma unroll
-        for (int j = 0; j < WT; j++) {
-            float* mine = scratch + (slot * sh.blocks + b) * (MMA_WARPS * E) + (WT * warp + j) * E + lane;
+        for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) mine[(nt * 4 + i) * 32] = acc[j][nt][i];
-        }
+            for (int i = 0; i < 4; i++) mine[(nt * 4 + i) * 32] = acc[nt][i];
         __threadfence();
         __syncthreads();
         if (threadIdx.x == 0) last = atomicAdd(counters + slot, 1) == sh.blocks - 1;
         __syncthreads();
         if (!last) return false;
         __threadfence();
+        const float* base = scratch + slot * sh.blocks * (MMA_WARPS * E) + warp * E + lane;
 #pragma unroll
-        for (int j = 0; j < WT; j++) {
-            const float* base = scratch + slot * sh.blocks * (MMA_WARPS * E) + (WT * warp + j) * E + lane;
+        for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    const float* p = base + (nt * 4 + i) * 32;
-                    float s = __ldcg(p);
-                    for (int bb = 1; bb < sh.blocks; bb++) s += __ldcg(p + bb * (MMA_WARPS * E));
-                    acc[j][nt][i] = s;
-                }
-        }
+            for (int i = 0; i < 4; i++) {
+                const float* p = base + (nt * 4 + i) * 32;
+                float s = __ldcg(p);
+                for (int bb = 1; bb < sh.blocks; bb++) s += __ldcg(p + bb * (MMA_WARPS * E));
+                acc[nt][i] = s;
+            }
         if (threadIdx.x == 0) counters[slot] = 0;  // ready for the next launch (graph replays reuse it)
     }
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int j = 0; j < WT; j++)
+    for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) out[WT * warp + j][8 * nt + 2 * t + (i & 1)][g + 8 * (i >> 1)] = acc[j][nt][i];
+        for (int i = 0; i < 4; i++) out[warp][8 * nt + 2 * t + (i & 1)][g + 8 * (i >> 1)] = acc[nt][i];
     __syncthreads();
-    (void)THREADS;
     return true;
 }
 
@@ -747,7 +691,7 @@ __device__ __forceinline__ void mma_gemv_body(const uint8_t* W, const uint4* xs,
     const uint8_t* Ws[1] = {W};
     if (!mma_group<F, NT, 1>(Ws, group, b, sh, xs, xsum, scratch, counters, out)) return;
     const int tok0 = blockIdx.y * NT * 8;
-    for (int e = threadIdx.x; e < MMA_WARPS * NT * 8 * 16; e += MMA_THREADS_NT(NT)) {
+    for (int e = threadIdx.x; e < MMA_WARPS * NT * 8 * 16; e += MMA_THREADS) {
         const int w = e / (NT * 128), tok = (e >> 4) % (NT * 8), rr = e & 15, tile = group * MMA_WARPS + w;
         if (tile >= sh.n_tiles || tok0 + tok >= sh.m) continue;
         int s = 0, t0 = 0;  // the segment holding this tile
@@ -778,7 +722,7 @@ __device__ __forceinline__ void mma_swiglu_body(const uint8_t* Wg, const uint8_t
     if (!mma_group<F, NT, 2>(Ws, group, b, sh, xs, xsum, scratch, counters, out)) return;
     const int tok0 = blockIdx.y * NT * 8;
     // Per tile 4 quads per token: TPB * NT*8 * 4 threads, quads 4j..4j+3 of one slice in 4 consecutive lanes.
-    for (int e = threadIdx.x; e < TPB * NT * 32; e += MMA_THREADS_NT(NT)) {
+    for (int e = threadIdx.x; e < TPB * NT * 32; e += MMA_THREADS) {
         const int w = e / (NT * 32), tok = (e >> 2) % (NT * 8), q = e & 3, tile = group * TPB + w;
         float4 v;
         float* vp = &v.x;
@@ -794,14 +738,14 @@ __device__ __forceinline__ void mma_swiglu_body(const uint8_t* Wg, const uint8_t
 }
 
 #define MMA_KERNELS(FMT, NAME, NT)                                                                            \
-    extern "C" __global__ void __launch_bounds__(MMA_THREADS_NT(NT), MMA_MIN_BLOCKS(NT)) mma_gemv_##NAME##_n##NT( \
+    extern "C" __global__ void __launch_bounds__(MMA_THREADS, MMA_MIN_BLOCKS(NT)) mma_gemv_##NAME##_n##NT(     \
         const uint8_t* W, const uint4* xs, const float* xsum, const float* res, float* y0, int n0, float* y1,  \
         int n1, float* y2, int n2, float* y3, int n3, int n_in, int m, int n_tiles, int blocks,               \
         float* scratch, int* counters) {                                                                      \
         const Segments seg{{y0, y1, y2, y3}, {n0, n1, n2, n3}, res};                                          \
         mma_gemv_body<FMT, NT>(W, xs, xsum, seg, MmaShape{n_in, m, n_tiles, blocks}, scratch, counters);      \
     }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(MMA_THREADS_NT(NT), MMA_MIN_BLOCKS(NT)) mma_swiglu_##NAME##_n##NT( \
+    extern "C" __global__ void __launch_bounds__(MMA_THREADS, MMA_MIN_BLOCKS(NT)) mma_swiglu_##NAME##_n##NT(   \
         const uint8_t* Wg, const uint8_t* Wu, const uint4* xs, const float* xsum, uint4* act, float* act_sum,  \
         int n_ff, int n_in, int m, int blocks, float* scratch, int* counters) {                               \
         mma_swiglu_body<FMT, NT>(Wg, Wu, xs, xsum, act, act_sum, n_ff,                                        \

@@ -28,7 +28,6 @@ MAX_CONV = 8  # longest conv kernel: MAX_CONV in ptx/deltanet.cu
 MAX_HEAD_DIM = 256  # the attention kernels keep one head in 256 threads / floats of shared memory
 MMA_WARPS = 8  # ptx/mma.cuh: warps per block, each a K part
 MMA_THREADS = 32 * MMA_WARPS
-MMA_WT2_NT = 8  # ptx/mma.cuh: from this NT a warp holds two 16-row tiles (MMA_THREADS / 2 threads per block)
 MMA_TOKEN_TILES = (1, 2, 4, 8)  # NT instantiations: 8*NT tokens per pass
 MAX_PASS_TOKENS = 8 * MMA_TOKEN_TILES[-1]  # tokens one pass of a tensor-core GEMV holds (64)
 # Blocks a tensor-core GEMV aims for (3 resident per SM at NT = 1 on the 132-SM H200): matrices with fewer tile
@@ -68,11 +67,6 @@ def fma_bucket(m: int) -> int:
 def mma_token_tiles(m: int) -> int:
     """NT of the tensor-core kernels for m rows: 8-token tiles per pass (m > 64: passes of 64 tokens)."""
     return next((nt for nt in MMA_TOKEN_TILES if 8 * nt >= m), MMA_TOKEN_TILES[-1])
-
-
-def mma_threads(nt: int) -> int:
-    """Threads per block of the NT instantiation: the same tiles per block, two per warp from MMA_WT2_NT on."""
-    return MMA_THREADS // 2 if nt >= MMA_WT2_NT else MMA_THREADS
 
 
 def mma_groups(tiles: int, matrices: int = 1) -> int:
@@ -167,7 +161,7 @@ class KernelTable:
                 args += [(y, P), (n, I32)]
             args += [(n_in, I32), (m, I32), (tiles, I32), (blocks, I32), (self.scratch, P), (self.counters, P)]
             return self._site(
-                f"gemv_{qtype}", f"mma_gemv_{qtype}_n{nt}", (groups * blocks, passes, 1), mma_threads(nt), args
+                f"gemv_{qtype}", f"mma_gemv_{qtype}_n{nt}", (groups * blocks, passes, 1), MMA_THREADS, args
             )
         return self._fma_gemv(qtype, w, x, outputs, m, res)
 
@@ -206,8 +200,7 @@ class KernelTable:
             (self.scratch, P),
             (self.counters, P),
         ]
-        grid = (groups * blocks, passes, 1)
-        return self._site(f"gemv_{qtype}", f"mma_swiglu_{qtype}_n{nt}", grid, mma_threads(nt), args)
+        return self._site(f"gemv_{qtype}", f"mma_swiglu_{qtype}_n{nt}", (groups * blocks, passes, 1), MMA_THREADS, args)
 
     def _check_scratch(self, passes: int, groups: int, blocks: int, nt: int) -> None:
         if blocks > 1:  # partials: [pass][group][block][warp][NT*128] floats

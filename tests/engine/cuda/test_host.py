@@ -90,8 +90,7 @@ def test_gemv_sites_choose_kernels_by_type_and_rows():
         grids = set()
         for m, nt, passes in ((1, 1, 1), (9, 2, 1), (17, 4, 1), (33, 8, 1), (64, 8, 1), (65, 8, 2), (256, 8, 4)):
             k = kt.gemv(qtype=qtype, w=1, x=x, outputs=[(3, 2560)], m=m, res=3)
-            threads = 128 if nt >= 8 else 256  # two tiles per warp from NT = 8: the same 8 tiles per block
-            assert k.name == f"mma_gemv_{qtype}_n{nt}" and k.grid[1] == passes and k.block == threads and k.pdl
+            assert k.name == f"mma_gemv_{qtype}_n{nt}" and k.grid[1] == passes and k.block == 256 and k.pdl
             grids.add(k.grid[0])
         assert grids == {20 * mma_blocks_per_group(20, 36)}
         k = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=3)
