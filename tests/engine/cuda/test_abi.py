@@ -114,6 +114,27 @@ def test_site_matches_its_ptx_entry(site):
     assert [PTX_TYPE[t] for t in site.arg_types] == table[site.name], site.name
 
 
+def max_threads() -> dict[str, int]:
+    """kernel name -> its `.maxntid` (from __launch_bounds__), for the entries that declare one."""
+    out: dict[str, int] = {}
+    for f in PTX.glob("*.ptx"):
+        for m in re.finditer(r"\.entry (\w+)\(.*?\)\s*\.maxntid (\d+), 1, 1", f.read_text(), re.S):
+            out[m.group(1)] = int(m.group(2))
+    return out
+
+
+def test_block_sizes_match_the_launch_bounds():
+    """A block larger than __launch_bounds__ fails to launch; a tensor-core GEMV's block must be exactly its
+    bound (the kernels index their tiles by warp: fewer warps would leave tiles uncomputed)."""
+    bounds = max_threads()
+    for site in every_site():
+        if site.name in bounds:
+            assert site.block <= bounds[site.name], site.name
+            if site.name.startswith("mma_"):
+                assert site.block == bounds[site.name], site.name
+    assert any(n.startswith("mma_gemv_q4_k_n8") for n in bounds)
+
+
 def test_every_ptx_entry_has_a_builder():
     built = {k.name for k in every_site()}
     assert set(entries()) - built == set(), "kernels nobody launches (dead code) or untested builders"
