@@ -10,7 +10,7 @@ import sys
 from qtui.errors import QtuiError
 
 COMMANDS: list[tuple[str, str, str]] = [
-    ("serve", "qtui.serve.main", "serve a model over WebSocket with continuous batching"),
+    ("serve", "qtui.deploy.main", "serve a model over WebSocket with continuous batching (--replicas: Ray Serve)"),
     ("dash", "qtui.tui.main", "live dashboard of a running server"),
     ("demo", "qtui.tools.demo", "tiny model + in-process server + climbing load + dashboard, in one command"),
     ("replay", "qtui.tools.replay", "play a recording into the dashboard, or re-send it --against a server"),

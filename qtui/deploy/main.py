@@ -1,8 +1,9 @@
-"""`qtui serve MODEL --replicas N`: the Ray Serve deployment (app.py) from the command line.
+"""`qtui serve`: the command's entry (qtui/cli.py). With `--replicas N`, the Ray Serve deployment (app.py);
+without it, the single-process server of qtui/serve/main.py, which knows nothing of the cluster.
 
-Starts (or, with `--ray-address`, joins) a Ray cluster, starts Serve's HTTP proxy on `--host`/`--port`, deploys
-N replicas and waits for SIGINT/SIGTERM; then deletes the application (each replica drains up to
-`--drain-timeout`) and shuts Serve down. The flags are `qtui serve`'s (qtui/serve/main.py).
+With --replicas it starts (or, with `--ray-address`, joins) a Ray cluster, starts Serve's HTTP proxy on
+`--host`/`--port`, deploys N replicas and waits for SIGINT/SIGTERM; then deletes the application (each replica
+drains up to `--drain-timeout`) and shuts Serve down.
 """
 
 from __future__ import annotations
@@ -16,9 +17,21 @@ from pathlib import Path
 from typing import Any
 
 from qtui.errors import BadRequest
+from qtui.serve import main as serve_main
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """`qtui serve`'s flags: the single server's (qtui/serve/main.py) and the cluster's."""
+    serve_main.add_arguments(p)
+    add_cluster_arguments(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    """`qtui serve`: --replicas N on Ray Serve; without it this process, as qtui/serve/main.py runs it (no Ray)."""
+    return run_cluster(args) if wants_cluster(args) else serve_main.run(args)
+
+
+def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
     """The cluster flags of `qtui serve` (the rest are the single server's)."""
     p.add_argument("--replicas", type=int, default=None, metavar="N", help="serve with N data-parallel replicas "
                    "on Ray Serve (one engine each, one GPU each on cuda; needs `pip install 'qtui[cluster]'`). "

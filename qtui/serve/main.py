@@ -46,9 +46,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "reading is dropped once this many bytes of replies wait for it (default 16 MiB)")  # fmt: skip
     p.add_argument("--drain-timeout", type=float, default=30.0, help="seconds in-flight requests may take to "
                    "finish after SIGINT/SIGTERM (default 30)")  # fmt: skip
-    from qtui.deploy.main import add_arguments as add_cluster_arguments
-
-    add_cluster_arguments(p)  # --replicas N: data-parallel replicas on Ray Serve (qtui/deploy/)
 
 
 def open_stack(model_path: str | Path, engine: str, max_slots: int | None,
@@ -114,11 +111,6 @@ async def _serve_until_signal(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     import logging
-
-    from qtui.deploy.main import run_cluster, wants_cluster
-
-    if wants_cluster(args):  # --replicas N: Ray Serve (qtui/deploy/); without it: this process, no Ray
-        return run_cluster(args)
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     for name in ("websockets", "uvicorn.error"):  # not a line per connection
