@@ -18,12 +18,12 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from qtui.serve import protocol as proto
 from qtui.serve.app import build_app
-from qtui.serve.auth import is_authorized
+from qtui.serve.auth import denied
 from qtui.serve.connection import Connection, FlushBatch
 from qtui.serve.engine_thread import EngineThread
 from qtui.serve.main import DEFAULTS, open_stack
@@ -122,21 +122,15 @@ class ReplicaServer(QtuiServer):
                 for conn in subscribers:
                     conn.send_stats(text)
 
-    def _denied(self, request: Request) -> Response | None:
-        key = self.settings.api_key
-        if key and not is_authorized(request.headers, request.query_params, key):
-            return PlainTextResponse("unauthorized: missing or wrong API key\n", status_code=401)
-        return None
-
     async def _metrics_route(self, request: Request) -> Response:
-        if (denial := self._denied(request)) is not None:
+        if (denial := denied(request, self.settings.api_key)) is not None:
             return denial
         await self.report()  # this replica's numbers as of now; the others' are at most one interval old
         return Response(await self._cluster_metrics(), media_type=METRICS_CONTENT_TYPE)
 
     async def _cluster_route(self, request: Request) -> Response:
         """The merged stats frame as JSON (what a subscriber gets), fresh for this replica."""
-        if (denial := self._denied(request)) is not None:
+        if (denial := denied(request, self.settings.api_key)) is not None:
             return denial
         return JSONResponse(await self.report())
 

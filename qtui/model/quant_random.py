@@ -15,11 +15,12 @@ import gguf
 import numpy as np
 
 from qtui.model.quant_kquants import f16_bytes
+from qtui.model.quant_ldecode import KVALUES_IQ4NL
 
 QT = gguf.GGMLQuantizationType
 _F32 = np.float32
 _JITTER_RMS = float(np.sqrt(13 / 12))  # rms of U[0.5, 1.5)
-_KVALUES_MS = 4548.0  # mean square of the IQ4_NL codebook kvalues (ggml kvalues_iq4nl)
+_KVALUES_MS = float(np.mean(KVALUES_IQ4NL.astype(np.float64) ** 2))  # mean square of the IQ4 codebook (4548)
 _SC6_MS = 341.5  # mean square of a 6-bit scale minus 32, uniform on [-32, 31]
 
 # qtype -> (rms of the decoded value for |d| = 1, byte offset of d, (byte offset of the min, min / d) or None,

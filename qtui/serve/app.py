@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route, WebSocketRoute
 
-from qtui.serve.auth import is_authorized
+from qtui.serve.auth import denied
 from qtui.serve.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from qtui.serve.openai.routes import ClientGone
 from qtui.serve.openai.routes import routes as openai_routes
@@ -28,8 +28,8 @@ def build_app(srv: QtuiServer) -> Starlette:
         return JSONResponse(body, status_code=status)
 
     async def metrics(request: Request) -> Response:
-        if srv.settings.api_key and not is_authorized(request.headers, request.query_params, srv.settings.api_key):
-            return PlainTextResponse("unauthorized: missing or wrong API key\n", status_code=401)
+        if (denial := denied(request, srv.settings.api_key)) is not None:
+            return denial
         return Response(srv.render_metrics(), media_type=METRICS_CONTENT_TYPE)
 
     async def root(request: Request) -> Response:

@@ -1,4 +1,5 @@
-"""The API key check, apart from any transport: the WebSocket handshake and every HTTP route use it.
+"""The API key check: `is_authorized` apart from any transport, `denied` the plain 401 that the WebSocket
+handshake and the plain HTTP routes (/metrics, a replica's /cluster) answer with.
 
 `Authorization: Bearer KEY` or `?api_key=KEY`, compared byte for byte in constant time (`hmac.compare_digest`:
 no early exit on the first wrong byte), exactly: a key with a trailing space is a different key.
@@ -9,6 +10,9 @@ from __future__ import annotations
 import hmac
 from collections.abc import Mapping
 from typing import Any
+
+from starlette.requests import HTTPConnection
+from starlette.responses import PlainTextResponse
 
 
 def is_authorized(headers: Mapping[str, str], query: Mapping[str, str], api_key: str) -> bool:
@@ -29,3 +33,10 @@ def _all(query: Mapping[str, str], key: str) -> list[str]:
         return list(getlist(key))
     value = query.get(key)
     return [] if value is None else [value]
+
+
+def denied(conn: HTTPConnection, api_key: str | None) -> PlainTextResponse | None:
+    """The 401 a request or handshake gets when the server has an API key and `conn` lacks it, else None."""
+    if api_key and not is_authorized(conn.headers, conn.query_params, api_key):
+        return PlainTextResponse("unauthorized: missing or wrong API key\n", status_code=401)
+    return None

@@ -19,7 +19,7 @@ from starlette.websockets import WebSocket
 from qtui.errors import Overloaded
 from qtui.serve import events as ev
 from qtui.serve import protocol as proto
-from qtui.serve.auth import is_authorized
+from qtui.serve.auth import denied
 from qtui.serve.connection import Connection
 
 if TYPE_CHECKING:
@@ -95,9 +95,8 @@ class WebSocketSide:
             await self._on_frame(conn, raw if raw is not None else message.get("bytes", b""))
 
     def _handshake_denial(self: QtuiServer, websocket: WebSocket) -> PlainTextResponse | None:  # type: ignore[misc]
-        key = self.settings.api_key
-        if key and not is_authorized(websocket.headers, websocket.query_params, key):
-            return PlainTextResponse("unauthorized: missing or wrong API key\n", status_code=401)
+        if (denial := denied(websocket, self.settings.api_key)) is not None:
+            return denial
         if self.is_draining:
             return PlainTextResponse("server shutting down\n", status_code=503)
         return None

@@ -21,6 +21,8 @@ from typing import cast
 
 import numpy as np
 
+from qtui.model.quant_ldecode import KVALUES_IQ4NL
+
 ROWS = 16  # rows per tile (the MMA's M)
 SB = 256  # values per super-block / unit column
 # Bytes of one 16-row unit per type (16 x the GGUF bytes per 256 values).
@@ -40,8 +42,7 @@ UNIT_BYTES = {
 }
 TILED_TYPES = tuple(UNIT_BYTES)
 LEGACY_TYPES = ("q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")  # 32-value blocks: 8 per unit column
-# The IQ4_NL / IQ4_XS codebook (ggml kvalues_iq4nl).
-IQ4_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.float32)
+IQ4_VALUES = KVALUES_IQ4NL.astype(np.float32)  # the IQ4_NL / IQ4_XS codebook
 
 
 def n_tiles(n_out: int) -> int:
