@@ -1,9 +1,8 @@
 #!/bin/bash
-# Issue 15's GPU witnesses (GPU machine, repo root; not run in CI, not yet run at all): the same 16-client load
+# Issue 15's GPU witnesses (GPU machine, repo root; not run in CI): the same 16-client load, after a warm-up burst,
 # through `qtui serve` and through a 1-replica Ray Serve deployment on one GPU (within 5 % is the bar), then with
 # N GPUs, N replicas at c = 16·N (>= 0.9·N x one GPU) and the parity ladder through the deployment. Ray must be
-# importable first (its cp312 wheel, 79 MB, is more than one call carries: bring it in two parts to /tmp and
-# `pip install --target /tmp/site-ray` it; this script puts /tmp/site-ray on the path).
+# importable first from /tmp/site-ray: tests/deploy/gpu_ray_run.sh brings it over and then runs this script.
 #   QTUI_COMMIT=<sha> PRESET=4b bash tests/deploy/gpu_witness.sh
 # A dry run of the plumbing on a CPU machine: ENGINE=cpu N=2 PRESET=tiny OUT=/tmp/out bash tests/deploy/gpu_witness.sh
 if [ -d .whl ]; then source tests/engine/cuda/gpu_env.sh; else OUT=${OUT:-/tmp/out}; export PYTHONUNBUFFERED=1; fi
@@ -20,6 +19,8 @@ serve_and_load() {  # NAME CLIENTS LADDER SERVE-ARGS...: start, wait for the URL
   python3 -m qtui serve "$M" --engine "$ENGINE" --port 8765 --max-slots 64 "$@" > "$W/serve-$name.log" 2>&1 &
   local pid=$!
   for _ in $(seq 1 240); do grep -q "qtui serve: ws" "$W/serve-$name.log" && break; sleep 1; done
+  # a warm-up burst first: the first steps of each row count load the PTX and capture the graphs
+  timeout 100 python3 -m qtui load ws://127.0.0.1:8765/ --clients "$clients" --max-tokens 32 --json > /dev/null 2>&1
   timeout 300 python3 -m qtui load ws://127.0.0.1:8765/ --clients "$clients" --max-tokens 256 --rounds 2 --json \
     > "$W/load-$name.json" 2> "$W/load-$name.err"
   [ -n "$ladder" ] && timeout 300 python3 -m qtui parity --url ws://127.0.0.1:8765/ --ladder "$ladder" \

@@ -19,14 +19,8 @@ for v in $VARIANTS; do  # comparison builds under .ptxvar/<v> (speed only)
   QTUI_PTX_DIR=.ptxvar/$v timeout 90 python3 tests/engine/cuda/gemv_speed.py --json "$W/gemv-speed-$v.json" \
     > "$W/gemv-speed-$v.txt" 2>&1
 done
-source tests/engine/cuda/model_spec.sh
-for spec in ${1:-4b 0.8b}; do
-  model_spec "$spec" || exit 1
-  timeout ${T_BENCH:-150} python3 -m qtui bench "$GGUF" --engine cuda --json --profile \
-    --max-context 4608 --long-prompt 4096 $BENCH_ARGS > "$W/bench-$TAG.json" 2> "$W/bench-$TAG.err"
-  python3 -c "import json, sys; from qtui.tools import bench; print(bench.format_table(json.load(open(sys.argv[1]))))" \
-    "$W/bench-$TAG.json" > "$W/bench-$TAG.txt" 2>&1 || tail -5 "$W/bench-$TAG.err" > "$W/bench-$TAG.txt"
-done
+OUT=$W bash tests/engine/cuda/bench_run.sh "${1:-4b 0.8b}" \
+  "--profile --max-context 4608 --long-prompt 4096 $BENCH_ARGS" > "$W/benches.log" 2>&1
 OUT=$W bash tests/engine/cuda/ladder_run.sh "${2:-4b 0.8b}" > "$W/ladders.log" 2>&1
 tar -czf "$OUT/witness.tgz" -C /tmp witness
 for f in "$W"/gemv-speed*.txt; do echo "== $f"; grep -E "^(gdn|attn|ffn|ssm|lm|stream)" "$f" | cut -c1-22,55-; done
