@@ -47,9 +47,6 @@
 #ifndef MMA_MIN_BLOCKS
 #define MMA_MIN_BLOCKS(NT) 2
 #endif
-#ifndef MMA_PREFETCH_X  // 1: prefetch the next super-block's activations into L1 (measured slower: off)
-#define MMA_PREFETCH_X 0
-#endif
 
 __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
     asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -167,6 +164,19 @@ __device__ __forceinline__ uint32_t ld_stream4(const uint8_t* p) {
 }
 __device__ __forceinline__ float f16_half(uint32_t w, int hi) { return hi ? f16_hi(w) : f16_lo(w); }
 
+// Where a format's load() reads a unit from: the weights in global memory (streamed past L1), or a copy of the
+// unit in shared memory (the GEMV's per-warp ring, filled by bulk copies: mma_warp).
+struct FromGlobal {
+    __device__ static uint4 ld16(const uint8_t* p) { return ld_stream(p); }
+    __device__ static uint2 ld8(const uint8_t* p) { return ld_stream8(p); }
+    __device__ static uint32_t ld4(const uint8_t* p) { return ld_stream4(p); }
+};
+struct FromShared {
+    __device__ static uint4 ld16(const uint8_t* p) { return *reinterpret_cast<const uint4*>(p); }
+    __device__ static uint2 ld8(const uint8_t* p) { return *reinterpret_cast<const uint2*>(p); }
+    __device__ static uint32_t ld4(const uint8_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
+};
+
 // A K-quant header {d|dmin, scales[0..3], [4..7], [8..11]} (ggml-quants.c get_scale_min_k4) unpacked once per
 // unit into one 6-bit value per byte: sc[j] = byte j%4 of sc_lo (j < 4) / sc_hi, likewise mn.
 struct KScales {
@@ -233,11 +243,12 @@ struct TQ4_K {
     struct Raw { uint4 q[4], hg, h8; };
     struct Scales { KScales g, g8; };
     __device__ static void unpack(const Raw& r, Scales& sc) { sc.g = k_unpack(r.hg); sc.g8 = k_unpack(r.h8); }
+    template <class M>
     __device__ static void load(const uint8_t* u, int lane, Raw& r) {
 #pragma unroll
-        for (int j = 0; j < 4; j++) r.q[j] = ld_stream(u + 512 * j + 16 * lane);
-        r.hg = ld_stream(u + 2048 + 16 * (lane >> 2));
-        r.h8 = ld_stream(u + 2048 + 16 * (lane >> 2) + 128);
+        for (int j = 0; j < 4; j++) r.q[j] = M::ld16(u + 512 * j + 16 * lane);
+        r.hg = M::ld16(u + 2048 + 16 * (lane >> 2));
+        r.h8 = M::ld16(u + 2048 + 16 * (lane >> 2) + 128);
     }
     __device__ static void frag(const Raw& r, int s, uint32_t a[4]) { nibble_frag<0>(word_of(r.q[s >> 2], s & 3), a); }
     __device__ static void scale(const Raw&, const Scales& k, int grp, float& sg, float& mg, float& s8, float& m8) {
@@ -255,12 +266,13 @@ struct TQ5_K {
     struct Raw { uint4 q[4], hb, hg, h8; };
     struct Scales { KScales g, g8; };
     __device__ static void unpack(const Raw& r, Scales& sc) { sc.g = k_unpack(r.hg); sc.g8 = k_unpack(r.h8); }
+    template <class M>
     __device__ static void load(const uint8_t* u, int lane, Raw& r) {
 #pragma unroll
-        for (int j = 0; j < 4; j++) r.q[j] = ld_stream(u + 512 * j + 16 * lane);
-        r.hb = ld_stream(u + 2048 + 16 * lane);
-        r.hg = ld_stream(u + 2560 + 16 * (lane >> 2));
-        r.h8 = ld_stream(u + 2560 + 16 * (lane >> 2) + 128);
+        for (int j = 0; j < 4; j++) r.q[j] = M::ld16(u + 512 * j + 16 * lane);
+        r.hb = M::ld16(u + 2048 + 16 * lane);
+        r.hg = M::ld16(u + 2560 + 16 * (lane >> 2));
+        r.h8 = M::ld16(u + 2560 + 16 * (lane >> 2) + 128);
     }
     __device__ static void frag(const Raw& r, int s, uint32_t a[4]) {
         nibble5_frag<0>(word_of(r.q[s >> 2], s & 3), word_of(r.hb, s >> 2), s, a);
@@ -281,14 +293,15 @@ struct TQ6_K {
     struct Raw { uint4 q[4], hq[2], sg, s8; uint32_t d; };
     struct Scales { float dg, d8; };
     __device__ static void unpack(const Raw& r, Scales& sc) { sc.dg = f16_lo(r.d); sc.d8 = f16_hi(r.d); }
+    template <class M>
     __device__ static void load(const uint8_t* u, int lane, Raw& r) {
 #pragma unroll
-        for (int j = 0; j < 4; j++) r.q[j] = ld_stream(u + 512 * j + 16 * lane);
+        for (int j = 0; j < 4; j++) r.q[j] = M::ld16(u + 512 * j + 16 * lane);
 #pragma unroll
-        for (int j = 0; j < 2; j++) r.hq[j] = ld_stream(u + 2048 + 512 * j + 16 * lane);
+        for (int j = 0; j < 2; j++) r.hq[j] = M::ld16(u + 2048 + 512 * j + 16 * lane);
         const int g = lane >> 2;
-        r.sg = ld_stream(u + 3072 + 16 * g);
-        r.s8 = ld_stream(u + 3072 + 16 * g + 128);
+        r.sg = M::ld16(u + 3072 + 16 * g);
+        r.s8 = M::ld16(u + 3072 + 16 * g + 128);
         const unsigned short* d = reinterpret_cast<const unsigned short*>(u + 3328);
         r.d = (uint32_t)d[g] | ((uint32_t)d[g + 8] << 16);
     }
@@ -314,11 +327,12 @@ struct TQ8_0 {
     struct Raw { uint4 q[8], hg, h8; };
     struct Scales {};
     __device__ static void unpack(const Raw&, Scales&) {}
+    template <class M>
     __device__ static void load(const uint8_t* u, int lane, Raw& r) {
 #pragma unroll
-        for (int j = 0; j < 8; j++) r.q[j] = ld_stream(u + 512 * j + 16 * lane);
-        r.hg = ld_stream(u + 4096 + 16 * (lane >> 2));
-        r.h8 = ld_stream(u + 4096 + 16 * (lane >> 2) + 128);
+        for (int j = 0; j < 8; j++) r.q[j] = M::ld16(u + 512 * j + 16 * lane);
+        r.hg = M::ld16(u + 4096 + 16 * (lane >> 2));
+        r.h8 = M::ld16(u + 4096 + 16 * (lane >> 2) + 128);
     }
     __device__ static uint32_t pair(uint32_t w, int first) {  // int8 bytes first, first+1 -> exact bf16x2
         const float lo = (float)(int8_t)((w >> (8 * first)) & 0xFF), hi = (float)(int8_t)((w >> (8 * first + 8)) & 0xFF);
@@ -351,16 +365,17 @@ struct TLegacy {
     struct Raw { uint4 q[4], hb, dg, d8, mg, m8; };
     struct Scales {};
     __device__ static void unpack(const Raw&, Scales&) {}
+    template <class M>
     __device__ static void load(const uint8_t* u, int lane, Raw& r) {
 #pragma unroll
-        for (int j = 0; j < 4; j++) r.q[j] = ld_stream(u + 512 * j + 16 * lane);
-        if (FIFTH) r.hb = ld_stream(u + 2048 + 16 * lane);
+        for (int j = 0; j < 4; j++) r.q[j] = M::ld16(u + 512 * j + 16 * lane);
+        if (FIFTH) r.hb = M::ld16(u + 2048 + 16 * lane);
         const int g = lane >> 2;
-        r.dg = ld_stream(u + HDR + 16 * g);
-        r.d8 = ld_stream(u + HDR + 16 * g + 128);
+        r.dg = M::ld16(u + HDR + 16 * g);
+        r.d8 = M::ld16(u + HDR + 16 * g + 128);
         if (HAS_M) {
-            r.mg = ld_stream(u + HDR + 256 + 16 * g);
-            r.m8 = ld_stream(u + HDR + 256 + 16 * g + 128);
+            r.mg = M::ld16(u + HDR + 256 + 16 * g);
+            r.m8 = M::ld16(u + HDR + 256 + 16 * g + 128);
         }
     }
     __device__ static void frag(const Raw& r, int s, uint32_t a[4]) {
@@ -390,11 +405,12 @@ struct TIQ4_XS {
     struct Raw { uint4 q[4]; uint2 hg, h8; };
     struct Scales { float dg, d8; };
     __device__ static void unpack(const Raw& r, Scales& sc) { sc.dg = f16_lo(r.hg.x); sc.d8 = f16_lo(r.h8.x); }
+    template <class M>
     __device__ static void load(const uint8_t* u, int lane, Raw& r) {
 #pragma unroll
-        for (int j = 0; j < 4; j++) r.q[j] = ld_stream(u + 512 * j + 16 * lane);
-        r.hg = ld_stream8(u + 2048 + 8 * (lane >> 2));
-        r.h8 = ld_stream8(u + 2048 + 8 * (lane >> 2) + 64);
+        for (int j = 0; j < 4; j++) r.q[j] = M::ld16(u + 512 * j + 16 * lane);
+        r.hg = M::ld8(u + 2048 + 8 * (lane >> 2));
+        r.h8 = M::ld8(u + 2048 + 8 * (lane >> 2) + 64);
     }
     __device__ static void frag(const Raw& r, int s, uint32_t a[4]) { iq4_frag(word_of(r.q[s >> 2], s & 3), a); }
     __device__ static float ls(const uint2& h, int grp) {  // scales_l nibble grp, scales_h bits 2 grp
@@ -418,14 +434,15 @@ struct TQ2_K {
     __device__ static void unpack(const Raw& r, Scales& k) {
         k.d = f16_lo(r.dg), k.dmin = f16_hi(r.dg), k.d8 = f16_lo(r.d8), k.dmin8 = f16_hi(r.d8);
     }
+    template <class M>
     __device__ static void load(const uint8_t* u, int lane, Raw& r) {
 #pragma unroll
-        for (int j = 0; j < 2; j++) r.q[j] = ld_stream(u + 512 * j + 16 * lane);
+        for (int j = 0; j < 2; j++) r.q[j] = M::ld16(u + 512 * j + 16 * lane);
         const int g = lane >> 2;
-        r.sg = ld_stream(u + 1024 + 16 * g);
-        r.s8 = ld_stream(u + 1024 + 16 * g + 128);
-        r.dg = ld_stream4(u + 1280 + 4 * g);
-        r.d8 = ld_stream4(u + 1280 + 4 * g + 32);
+        r.sg = M::ld16(u + 1024 + 16 * g);
+        r.s8 = M::ld16(u + 1024 + 16 * g + 128);
+        r.dg = M::ld4(u + 1280 + 4 * g);
+        r.d8 = M::ld4(u + 1280 + 4 * g + 32);
     }
     __device__ static void frag(const Raw& r, int s, uint32_t a[4]) {
         crumb_frag<0, false>(word_of(r.q[s >> 3], (s >> 1) & 3), 0u, s, a);
@@ -459,15 +476,16 @@ struct TQ3_K {
         six_bit(r.s8, k.g8);
         k.dg = f16_lo(r.d), k.d8 = f16_hi(r.d);
     }
+    template <class M>
     __device__ static void load(const uint8_t* u, int lane, Raw& r) {
 #pragma unroll
-        for (int j = 0; j < 2; j++) r.q[j] = ld_stream(u + 512 * j + 16 * lane);
-        r.hb = ld_stream(u + 1024 + 16 * lane);
+        for (int j = 0; j < 2; j++) r.q[j] = M::ld16(u + 512 * j + 16 * lane);
+        r.hb = M::ld16(u + 1024 + 16 * lane);
         const int g = lane >> 2;
 #pragma unroll
         for (int i = 0; i < 3; i++) {
-            r.sg[i] = ld_stream4(u + 1536 + 12 * g + 4 * i);
-            r.s8[i] = ld_stream4(u + 1536 + 12 * (g + 8) + 4 * i);
+            r.sg[i] = M::ld4(u + 1536 + 12 * g + 4 * i);
+            r.s8[i] = M::ld4(u + 1536 + 12 * (g + 8) + 4 * i);
         }
         const unsigned short* d = reinterpret_cast<const unsigned short*>(u + 1728);
         r.d = (uint32_t)d[g] | ((uint32_t)d[g + 8] << 16);
@@ -481,25 +499,6 @@ struct TQ3_K {
         mg = m8 = 0.0f;
     }
 };
-
-// Ask L1 for the x quads (1 KB per token) and x sums (64 B) of super-block sb for this warp's token rows (lane
-// 4g + t: row g of each token tile, 256 bytes t of it). Off by default: on the H200 it made every shape slower
-// (m = 16: 484 vs 652 GB/s on the 4b qkv; tests/witness/gpu-2026-12-03-gemv-speed-eff8c38*.txt).
-template <int NT>
-__device__ __forceinline__ void prefetch_x(const uint4* __restrict__ xs, const float* __restrict__ xsum, int quads,
-                                           int slices, int sb, int tok0, int m) {
-    const int lane = threadIdx.x & 31;
-    if (!MMA_PREFETCH_X) return;
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++) {
-        const int tok = tok0 + 8 * nt + (lane >> 2);
-        if (tok >= m) continue;
-        const char* row = reinterpret_cast<const char*>(xs + (long long)tok * quads + 64 * sb) + 256 * (lane & 3);
-        asm volatile("prefetch.global.L1 [%0];" ::"l"(row));
-        asm volatile("prefetch.global.L1 [%0];" ::"l"(row + 128));
-        if ((lane & 3) == 0) asm volatile("prefetch.global.L1 [%0];" ::"l"(xsum + (long long)tok * slices + 16 * sb));
-    }
-}
 
 // The x sum of a scale group of SPG slices (SPG = 1 or 2), added in slice order.
 template <int SPG>
@@ -530,24 +529,87 @@ __device__ __forceinline__ void min_by_mma(const typename F::Scales& sc, const f
     }
 }
 
+// ---- The weight ring (MMA_RING): each warp streams its units through RING_DEPTH unit-sized slots of shared
+// memory, filled by one-instruction bulk copies (cp.async.bulk, completion counted on one mbarrier per slot). A
+// warp asks for its first RING_DEPTH units at once, before pdl_wait, and refills a slot as soon as the unit in
+// it has been read: its units stream in while earlier ones are computed, and no registers wait for them. (The
+// register prefetch it replaces, MMA_RING 0, kept one unit in flight at NT = 1 and none above: Nsight put
+// 30 - 55 % of the GEMVs' stall samples on the weight and x loads, tests/witness/*sass*.)
+// Measured on the H200 (4b shapes): at m <= 16 it is 0 - 17 % faster; at m = 64 it was slower (the lm head
+// 1613 vs 1014 us, ffn gate+up 159 vs 131: 80 KB of slots per block leave L1 too small for 64 tokens' x), so
+// NT > MMA_RING_NT keeps direct loads (and the same bytes hold only the out tile).
+#ifndef MMA_RING
+#define MMA_RING 1
+#endif
+#ifndef MMA_RING_NT
+#define MMA_RING_NT 2  // qtui/engine/cuda/kernels.py MMA_RING_NT
+#endif
+#define MMA_RING_WARP_BYTES 10240  // slot bytes per warp at most (qtui/engine/cuda/kernels.py mma_smem_bytes)
+__host__ __device__ constexpr int ring_depth(int unit) {
+    return unit * 4 <= MMA_RING_WARP_BYTES ? 4 : unit * 3 <= MMA_RING_WARP_BYTES ? 3 : 2;
+}
+// A warp's share of the block's dynamic shared memory: DEPTH slots (ON), then 32 bytes of slot barriers. After
+// the K loop the same bytes hold the warp's output tile (NT * 8 tokens x 16 rows of float).
+template <class F, int NT>
+struct Ring {
+    static constexpr bool ON = MMA_RING && NT <= MMA_RING_NT;
+    static constexpr int DEPTH = ring_depth(F::UNIT), OUT = NT * 8 * 16 * 4;
+    static constexpr int SLOTS = ON ? DEPTH * F::UNIT : OUT, BYTES = SLOTS + 32;
+    static_assert(SLOTS % 16 == 0 && SLOTS >= OUT, "slots hold 16-byte aligned units and the out tile");
+};
+template <class F, int NT>
+__device__ __forceinline__ float* out_tile(uint8_t* smem, int warp) {  // [NT * 8][16] floats of warp's tile
+    return reinterpret_cast<float*>(smem + warp * Ring<F, NT>::BYTES);
+}
+__device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(uint32_t bar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
+}
+// bytes (a multiple of 16, both addresses 16-byte aligned) from global to shared, completing on mbarrier bar.
+__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    asm volatile(
+        "{\n\t.reg .pred done;\n\tWAIT:\n\tmbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
+        "@!done bra WAIT;\n\t}" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+}
+
 // ---- One warp: NT token tiles x one 16-row tile over super-blocks [sb0, sb1). acc[nt][i] is the C fragment:
-// i = 0,1 -> row g, tokens tok0 + 8nt + 2t + {0,1}; i = 2,3 -> row g + 8. The first unit's weights are loaded
+// i = 0,1 -> row g, tokens tok0 + 8nt + 2t + {0,1}; i = 2,3 -> row g + 8. The first units' weights are asked for
 // BEFORE pdl_wait (weights are never written by a kernel): they stream while the previous kernel drains. ----
 template <class F, int NT>
 __device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int sb0, int sb1,
                                          const uint4* __restrict__ xs, const float* __restrict__ xsum, int n_in,
-                                         int tok0, int m, float (&acc)[NT][4]) {
-    constexpr bool MIN_BY_MMA = F::MIN_MMA && MMA_MIN_MMA, PREFETCH = NT <= MMA_PREFETCH_NT;
+                                         int tok0, int m, uint8_t* ring, float (&acc)[NT][4]) {
+    constexpr bool MIN_BY_MMA = F::MIN_MMA && MMA_MIN_MMA, PREFETCH = !Ring<F, NT>::ON && NT <= MMA_PREFETCH_NT;
+    constexpr int D = Ring<F, NT>::DEPTH;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int quads = n_in >> 2, slices = n_in >> 4;
+    const int quads = n_in >> 2, slices = n_in >> 4, units = sb1 - sb0;
+    const uint8_t* first = tile + (long long)F::UNIT * sb0;
+    const uint32_t slots = smem_u32(ring), bars = slots + Ring<F, NT>::SLOTS;
 #pragma unroll
     for (int nt = 0; nt < NT; nt++)
 #pragma unroll
         for (int i = 0; i < 4; i++) acc[nt][i] = 0.0f;
     typename F::Raw raw;
-    if (sb0 < sb1) F::load(tile + (long long)F::UNIT * sb0, lane, raw);
+    if (Ring<F, NT>::ON) {
+        if (lane == 0) {
+            for (int i = 0; i < D; i++) mbar_init(bars + 8 * i);
+            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+            for (int i = 0; i < D && i < units; i++)
+                bulk_copy(slots + i * F::UNIT, first + (long long)F::UNIT * i, F::UNIT, bars + 8 * i);
+        }
+        __syncwarp();
+    } else if (units > 0) {
+        F::template load<FromGlobal>(first, lane, raw);
+    }
     pdl_wait();
-    if (sb0 < sb1) prefetch_x<NT>(xs, xsum, quads, slices, sb0, tok0, m);
     // Per token tile: the B-fragment row (token tok0 + 8nt + g) and the two x-sum rows (tokens tok0 + 8nt + 2t,
     // + 1) at super-block sb0. A token at or past m reads row m - 1 instead: its column is computed and never
     // stored, and no other column reads it (MMA columns are independent), so no zero-filling is needed.
@@ -569,12 +631,14 @@ __device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int s
     for (int sb = sb0; sb < sb1; sb++) {
         const int du = sb - sb0;
         typename F::Raw next;
-        if (PREFETCH) {
-            if (sb + 1 < sb1) F::load(tile + (long long)F::UNIT * (sb + 1), lane, next);
+        if (Ring<F, NT>::ON) {
+            mbar_wait(bars + 8 * (du % D), (du / D) & 1);
+            F::template load<FromShared>(ring + (du % D) * F::UNIT, lane, raw);
+        } else if (PREFETCH) {
+            if (sb + 1 < sb1) F::template load<FromGlobal>(tile + (long long)F::UNIT * (sb + 1), lane, next);
         } else if (sb > sb0) {
-            F::load(tile + (long long)F::UNIT * sb, lane, raw);
+            F::template load<FromGlobal>(tile + (long long)F::UNIT * sb, lane, raw);
         }
-        if (sb + 1 < sb1) prefetch_x<NT>(xs, xsum, quads, slices, sb + 1, tok0, m);
         typename F::Scales scales;
         F::unpack(raw, scales);
 #pragma unroll
@@ -608,8 +672,27 @@ __device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int s
             }
         }
         if constexpr (MIN_BY_MMA) min_by_mma<F, NT>(scales, srow, du, t, acc);
-        if (PREFETCH) raw = next;
+        if (Ring<F, NT>::ON) {  // every lane has used its words of the slot: refill it with unit du + D
+            __syncwarp();
+            if (lane == 0 && du + D < units)
+                bulk_copy(slots + (du % D) * F::UNIT, first + (long long)F::UNIT * (du + D), F::UNIT, bars + 8 * (du % D));
+        } else if (PREFETCH) {
+            raw = next;
+        }
     }
+}
+
+// The split-K handshake (CUTLASS's semaphore pattern, one thread per block instead of a fence in every thread):
+// after a bar.sync over the block's partial stores, thread 0 releases them (fence.acq_rel.gpu, then the count),
+// and acquires the partials of the blocks counted before it (fence.acq_rel.gpu after the count). Returns the
+// count before this block's.
+__device__ __forceinline__ int arrive_release_acquire(int* counter) {
+    int prev;
+    asm volatile("fence.acq_rel.gpu;\n\tatom.relaxed.gpu.global.add.s32 %0, [%1], 1;\n\tfence.acq_rel.gpu;"
+                 : "=r"(prev)
+                 : "l"(counter)
+                 : "memory");
+    return prev;
 }
 
 // Shape of the work of one launch (all fixed by the matrix shape except m and the pass).
@@ -623,23 +706,26 @@ struct MmaShape {
 // K part b of B (super-blocks [b*n_sb/B, (b+1)*n_sb/B)). All warps of a block walk the same K range, so the x
 // quads each loads are the ones its neighbours just loaded (L1 hits: x is read from L2 once per tile group, not
 // once per tile). With B > 1 each block leaves its partial sums in `scratch`, and the last block of the group to
-// finish (an atomic counter) sums the B partials in the order 0..B-1. Leaves warp w's tile in out[w][tok][row]
-// and returns true in the block that must run the epilogue (false: another block of this group will).
+// finish (an atomic counter) sums the B partials in the order 0..B-1. smem: the block's dynamic shared memory,
+// Ring<F, NT>::BYTES per warp. Leaves warp w's tile in out_tile<F, NT>(smem, w)[tok * 16 + row] and returns true in the
+// block that must run the epilogue (false: another block of this group will).
 template <class F, int NT, int R>
 __device__ __forceinline__ bool mma_group(const uint8_t* const (&W)[R], int group, int b, const MmaShape& sh,
                                           const uint4* __restrict__ xs, const float* __restrict__ xsum,
-                                          float* __restrict__ scratch, int* __restrict__ counters,
-                                          float (&out)[MMA_WARPS][NT * 8][16]) {
+                                          float* __restrict__ scratch, int* __restrict__ counters, uint8_t* smem) {
     constexpr int TPB = MMA_WARPS / R, E = NT * 128;  // tiles per block per matrix, fragment floats per warp
     __shared__ int last;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_sb = sh.n_in >> 8;
     const int tile = group * TPB + warp % TPB;
     const bool real = tile < sh.n_tiles;  // a group's last tiles may be past the matrix: computed nothing
     const int tok0 = blockIdx.y * NT * 8;
+    uint32_t smem_bytes;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(smem_bytes));
+    if (smem_bytes < MMA_WARPS * Ring<F, NT>::BYTES) __trap();  // launched with less than kernels.py mma_smem_bytes
     float acc[NT][4];
     mma_warp<F, NT>(W[warp / TPB] + (long long)F::UNIT * n_sb * min(tile, sh.n_tiles - 1),
                     real ? b * n_sb / sh.blocks : 0, real ? (b + 1) * n_sb / sh.blocks : 0, xs, xsum, sh.n_in, tok0,
-                    sh.m, acc);
+                    sh.m, smem + warp * Ring<F, NT>::BYTES, acc);
     if (sh.blocks > 1) {
         const long long slot = (long long)blockIdx.y * gridDim.x / sh.blocks + group;
         float* mine = scratch + (slot * sh.blocks + b) * (MMA_WARPS * E) + warp * E + lane;
@@ -647,12 +733,10 @@ __device__ __forceinline__ bool mma_group(const uint8_t* const (&W)[R], int grou
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
             for (int i = 0; i < 4; i++) mine[(nt * 4 + i) * 32] = acc[nt][i];
-        __threadfence();
-        __syncthreads();
-        if (threadIdx.x == 0) last = atomicAdd(counters + slot, 1) == sh.blocks - 1;
-        __syncthreads();
+        __syncthreads();  // the block's partials are stored; thread 0 releases them and counts the block in
+        if (threadIdx.x == 0) last = arrive_release_acquire(counters + slot) == sh.blocks - 1;
+        __syncthreads();  // the last block: thread 0 acquired every block's partials, now the whole block sees them
         if (!last) return false;
-        __threadfence();
         const float* base = scratch + slot * sh.blocks * (MMA_WARPS * E) + warp * E + lane;
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
@@ -669,7 +753,7 @@ __device__ __forceinline__ bool mma_group(const uint8_t* const (&W)[R], int grou
 #pragma unroll
     for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-        for (int i = 0; i < 4; i++) out[warp][8 * nt + 2 * t + (i & 1)][g + 8 * (i >> 1)] = acc[nt][i];
+        for (int i = 0; i < 4; i++) out_tile<F, NT>(smem, warp)[(8 * nt + 2 * t + (i & 1)) * 16 + g + 8 * (i >> 1)] = acc[nt][i];
     __syncthreads();
     return true;
 }
@@ -685,11 +769,11 @@ struct Segments {
 template <class F, int NT>
 __device__ __forceinline__ void mma_gemv_body(const uint8_t* W, const uint4* xs, const float* xsum, const Segments& seg,
                                               const MmaShape& sh, float* scratch, int* counters) {
-    __shared__ float out[MMA_WARPS][NT * 8][16];
+    extern __shared__ __align__(128) uint8_t mma_smem[];  // Ring<F, NT>::BYTES per warp (kernels.py mma_smem_bytes)
     pdl_launch_dependents();
     const int group = blockIdx.x / sh.blocks, b = blockIdx.x % sh.blocks;
     const uint8_t* Ws[1] = {W};
-    if (!mma_group<F, NT, 1>(Ws, group, b, sh, xs, xsum, scratch, counters, out)) return;
+    if (!mma_group<F, NT, 1>(Ws, group, b, sh, xs, xsum, scratch, counters, mma_smem)) return;
     const int tok0 = blockIdx.y * NT * 8;
     for (int e = threadIdx.x; e < MMA_WARPS * NT * 8 * 16; e += MMA_THREADS) {
         const int w = e / (NT * 128), tok = (e >> 4) % (NT * 8), rr = e & 15, tile = group * MMA_WARPS + w;
@@ -704,7 +788,8 @@ __device__ __forceinline__ void mma_gemv_body(const uint8_t* W, const uint4* xs,
         if (row >= rows) continue;
         float* y = s == 0 ? seg.y[0] : s == 1 ? seg.y[1] : s == 2 ? seg.y[2] : seg.y[3];
         const long long o = (long long)(tok0 + tok) * rows + row;
-        y[o] = (s == 0 && seg.res) ? seg.res[o] + out[w][tok][rr] : out[w][tok][rr];
+        const float v = out_tile<F, NT>(mma_smem, w)[tok * 16 + rr];
+        y[o] = (s == 0 && seg.res) ? seg.res[o] + v : v;
     }
 }
 
@@ -715,11 +800,11 @@ __device__ __forceinline__ void mma_swiglu_body(const uint8_t* Wg, const uint8_t
                                                 uint4* act, float* act_sum, int n_ff, const MmaShape& sh,
                                                 float* scratch, int* counters) {
     constexpr int TPB = MMA_WARPS / 2;  // warps 0..3: gate tiles, 4..7: the same tiles of up
-    __shared__ float out[MMA_WARPS][NT * 8][16];
+    extern __shared__ __align__(128) uint8_t mma_smem[];  // Ring<F, NT>::BYTES per warp (kernels.py mma_smem_bytes)
     pdl_launch_dependents();
     const int group = blockIdx.x / sh.blocks, b = blockIdx.x % sh.blocks;
     const uint8_t* Ws[2] = {Wg, Wu};
-    if (!mma_group<F, NT, 2>(Ws, group, b, sh, xs, xsum, scratch, counters, out)) return;
+    if (!mma_group<F, NT, 2>(Ws, group, b, sh, xs, xsum, scratch, counters, mma_smem)) return;
     const int tok0 = blockIdx.y * NT * 8;
     // Per tile 4 quads per token: TPB * NT*8 * 4 threads, quads 4j..4j+3 of one slice in 4 consecutive lanes.
     for (int e = threadIdx.x; e < TPB * NT * 32; e += MMA_THREADS) {
@@ -728,7 +813,8 @@ __device__ __forceinline__ void mma_swiglu_body(const uint8_t* Wg, const uint8_t
         float* vp = &v.x;
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            const float gt = out[w][tok][4 * q + i], up = out[TPB + w][tok][4 * q + i];
+            const float gt = out_tile<F, NT>(mma_smem, w)[tok * 16 + 4 * q + i];
+            const float up = out_tile<F, NT>(mma_smem, TPB + w)[tok * 16 + 4 * q + i];
             vp[i] = gt / (1.0f + expf(-gt)) * up;
         }
         const bool active = tok0 + tok < sh.m && tile < sh.n_tiles;
@@ -769,7 +855,7 @@ __device__ __forceinline__ void mma_embed_body(const uint8_t* W, const int* toke
     const uint8_t* tile = W + (long long)F::UNIT * n_sb * (tok >> 4);
     for (int sb = threadIdx.x >> 5; sb < n_sb; sb += blockDim.x >> 5) {
         typename F::Raw raw;
-        F::load(tile + (long long)F::UNIT * sb, lane, raw);
+        F::template load<FromGlobal>(tile + (long long)F::UNIT * sb, lane, raw);
         typename F::Scales sc;
         F::unpack(raw, sc);
         if ((lane >> 2) != (rr & 7)) continue;  // lane 4g + t holds rows g and g + 8

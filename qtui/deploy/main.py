@@ -54,19 +54,9 @@ def wants_cluster(args: argparse.Namespace) -> bool:
     return True
 
 
-def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """`start_server` options from `qtui serve`'s flags (host and port go to the proxy, not the replicas)."""
-    return dict(
-        engine=args.engine, max_slots=args.max_slots, max_context=args.max_context, host=args.host, port=args.port,
-        window_ms=args.window_ms, queue_size=args.queue_size, max_per_connection=args.max_per_connection,
-        record=args.record, verify_parity=args.verify_parity, api_key=args.api_key, drain_timeout=args.drain_timeout,
-        max_queued_bytes=args.max_queued_bytes, max_prefill_tokens=args.max_prefill_tokens,
-    )  # fmt: skip
-
-
 def cluster_options(args: argparse.Namespace) -> dict[str, Any]:
     """The replicas' options: the single server's plus the Ray-only ones."""
-    return {**options_from_args(args), "frame_interval_ms": args.frame_interval_ms}
+    return {**serve_main.options_from_args(args), "frame_interval_ms": args.frame_interval_ms}
 
 
 def run_cluster(args: argparse.Namespace) -> int:

@@ -35,6 +35,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-prefill-tokens", type=int, default=None, metavar="N", help="prompt tokens per step over "
                    "all requests, so a long prompt cannot stall running streams (default: the engine's prefill "
                    "chunk, 256)")  # fmt: skip
+    p.add_argument("--max-mixed-prefill-tokens", type=int, default=None, metavar="N", help="the same budget in a "
+                   "step where other requests decode, so a prompt costs them a bounded delay per token (default: the "
+                   "engine's mixed chunk: 64 on CUDA, one GEMV pass, about 2x a plain step at 64 rows)")  # fmt: skip
     p.add_argument("--queue-size", type=int, default=256, help="wait queue bound; beyond it: overloaded (default 256)")
     p.add_argument("--max-per-connection", type=int, default=None, metavar="N", help="requests one connection may "
                    "have running or queued; beyond it: overloaded (default max(4, queue-size / 4))")  # fmt: skip
@@ -84,14 +87,19 @@ async def start_server(model_path: str | Path, **options: Any) -> AsyncIterator[
         model.close()
 
 
-async def _serve_until_signal(args: argparse.Namespace) -> int:
-    options = dict(
+def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """`start_server` options from `qtui serve`'s flags (for a Ray deployment, host and port go to the proxy)."""
+    return dict(
         engine=args.engine, max_slots=args.max_slots, max_context=args.max_context, host=args.host, port=args.port,
         window_ms=args.window_ms, queue_size=args.queue_size, max_per_connection=args.max_per_connection,
         record=args.record, verify_parity=args.verify_parity, api_key=args.api_key, drain_timeout=args.drain_timeout,
         max_queued_bytes=args.max_queued_bytes, max_prefill_tokens=args.max_prefill_tokens,
+        max_mixed_prefill_tokens=args.max_mixed_prefill_tokens,
     )  # fmt: skip
-    async with start_server(args.model, **options) as srv:
+
+
+async def _serve_until_signal(args: argparse.Namespace) -> int:
+    async with start_server(args.model, **options_from_args(args)) as srv:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):  # the first signal drains, a second one cuts the drain short
@@ -100,7 +108,8 @@ async def _serve_until_signal(args: argparse.Namespace) -> int:
         where = f"{srv.identity['engine']} on {srv.identity['device']}"
         engine = srv.engine
         limits = (f"max_slots {engine.max_slots}, max_rows {engine.max_rows}, max_context {engine.max_context}, "
-                  f"max_prefill_tokens {srv.scheduler.max_prefill_tokens}")  # fmt: skip
+                  f"max_prefill_tokens {srv.scheduler.max_prefill_tokens} "
+                  f"({srv.scheduler.max_mixed_prefill_tokens} while others decode)")  # fmt: skip
         print(f"qtui serve: {srv.url} ({where}, {limits}{extra})", flush=True)
         await stop.wait()
         print(f"qtui serve: draining (up to {args.drain_timeout:g} s)", flush=True)

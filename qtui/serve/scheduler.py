@@ -2,7 +2,9 @@
 
 One `step()` = admit waiting requests into free slots, feed prompt tokens to the prefilling requests, at most
 `max_prefill_tokens` of them per step across all requests (a token budget, as vLLM's chunked prefill: a long
-prompt arriving while many slots decode costs them one bounded chunk per step, never a frozen stream), then
+prompt arriving while many slots decode costs them one bounded chunk per step, never a frozen stream; in a step
+where requests decode the budget is `max_mixed_prefill_tokens`, smaller on CUDA, so that step costs about two
+plain ones), then
 ONE `engine.decode(slots, tokens)` for every request in decode state (several calls of at most
 `engine.max_rows` rows each when more slots decode, each reported as its own `Step` with the m the engine ran).
 The budget goes to prefilling requests in admission order (first come, first served; a request that cannot use
@@ -42,13 +44,18 @@ class Scheduler:
         *,
         queue_size: int = 256,
         max_prefill_tokens: int | None = None,
+        max_mixed_prefill_tokens: int | None = None,
         verify_parity: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`max_prefill_tokens`: prompt tokens per step over all requests (default: the engine's
-        `describe()["prefill_chunk"]`, else DEFAULT_MAX_PREFILL_TOKENS)."""
-        engine_chunk = engine.describe().get("prefill_chunk")  # None: the engine has no preferred chunk
+        `describe()["prefill_chunk"]`, else DEFAULT_MAX_PREFILL_TOKENS); `max_mixed_prefill_tokens`: the same in a
+        step where requests decode (default: the engine's `describe()["mixed_prefill_chunk"]`, else the first;
+        never more than it)."""
+        described = engine.describe()
+        engine_chunk = described.get("prefill_chunk")  # None: the engine has no preferred chunk
         budget = max_prefill_tokens or int(engine_chunk or DEFAULT_MAX_PREFILL_TOKENS)
+        mixed = min(budget, max_mixed_prefill_tokens or int(described.get("mixed_prefill_chunk") or budget))
         assert queue_size >= 1 and budget >= 1
         self.engine = engine
         self.codec = codec
@@ -57,6 +64,7 @@ class Scheduler:
         self.max_context = engine.max_context
         self.queue_size = queue_size
         self.max_prefill_tokens = budget
+        self.max_mixed_prefill_tokens = mixed
         # partial pieces are multiples of this, so every piece starts on an engine chunk boundary of the prompt
         self.prefill_align = min(int(engine_chunk), budget) if engine_chunk else 1
         self.verify_parity = verify_parity
@@ -170,7 +178,8 @@ class Scheduler:
         if self.has_live and self._verifying is not None:
             self._abort_verification()  # client work comes first; the re-run restarts later from scratch
         self._admit(out)
-        self._prefill(list(self._running.values()), out)
+        decoding = [r for r in self._running.values() if r.status is Status.DECODE]
+        self._prefill(list(self._running.values()), out, self.max_mixed_prefill_tokens if decoding else None)
         self._decode([r for r in self._running.values() if r.status is Status.DECODE], out)
         if not self.has_live and (self._verifying is not None or self._to_verify):
             self._verify_step(out)
@@ -190,9 +199,11 @@ class Scheduler:
         req.detok = self.codec.new_detokenizer()
         return slot
 
-    def _prefill(self, reqs: list[Request], out: list[ev.Event]) -> None:
-        """Feed up to `max_prefill_tokens` prompt tokens in all, to `reqs` in order (admission order)."""
-        budget = self.max_prefill_tokens
+    def _prefill(self, reqs: list[Request], out: list[ev.Event], budget: int | None = None) -> None:
+        """Feed up to `budget` (default `max_prefill_tokens`) prompt tokens in all, to `reqs` in order (admission
+        order)."""
+        budget = budget or self.max_prefill_tokens
+        align = min(self.prefill_align, budget)
         for req in reqs:
             if budget == 0:
                 break
@@ -202,7 +213,7 @@ class Scheduler:
             start = req.num_prefilled
             n = min(len(req.prompt) - start, budget)
             if start + n < len(req.prompt):
-                n -= n % self.prefill_align  # whole engine chunks, except a prompt's last piece
+                n -= n % align  # whole engine chunks (or budgets), except a prompt's last piece
             if n == 0:
                 continue
             budget -= n

@@ -53,6 +53,7 @@ class ServeSettings:
     drain_timeout: float = 30.0
     max_message_bytes: int = proto.MAX_MESSAGE_BYTES
     max_prefill_tokens: int | None = None  # prompt tokens per step, all requests; None: the engine's prefill chunk
+    max_mixed_prefill_tokens: int | None = None  # the same while others decode; None: the engine's mixed chunk
     stats_interval: float = 0.25
     max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES  # per WebSocket: a client that stops reading is dropped
 
@@ -62,8 +63,10 @@ class ServeSettings:
         if self.api_key is not None and (not self.api_key or self.api_key != self.api_key.strip()):
             # HTTP drops whitespace around a header value, so such a key could only match a different one
             raise BadRequest("--api-key must be non-empty and must not start or end with whitespace")
-        if self.max_prefill_tokens is not None and self.max_prefill_tokens < 1:
-            raise BadRequest(f"--max-prefill-tokens must be >= 1, got {self.max_prefill_tokens}")
+        for flag, n in (("--max-prefill-tokens", self.max_prefill_tokens),
+                        ("--max-mixed-prefill-tokens", self.max_mixed_prefill_tokens)):  # fmt: skip
+            if n is not None and n < 1:
+                raise BadRequest(f"{flag} must be >= 1, got {n}")
         if self.max_per_connection is not None and self.max_per_connection < 1:
             raise BadRequest(f"--max-per-connection must be >= 1, got {self.max_per_connection}")
 
@@ -121,6 +124,7 @@ class QtuiServer(WebSocketSide):
         self.metrics = Metrics()
         self.scheduler = Scheduler(engine, _Codec(tokenizer), queue_size=settings.queue_size,
                                    max_prefill_tokens=settings.max_prefill_tokens,
+                                   max_mixed_prefill_tokens=settings.max_mixed_prefill_tokens,
                                    verify_parity=settings.verify_parity)  # fmt: skip
         self.recorder = Recorder(settings.record, self._header(), self.start_t) if settings.record else None
         self._routes: dict[str, Route] = {}  # rid -> where its events go
@@ -337,7 +341,9 @@ class QtuiServer(WebSocketSide):
         return {"max_slots": e.max_slots, "max_rows": e.max_rows, "max_batch": e.max_slots,
                 "max_context": e.max_context, "window_ms": s.window_ms, "queue_size": s.queue_size,
                 "max_per_connection": s.per_connection_limit, "verify_parity": s.verify_parity,
-                "max_prefill_tokens": self.scheduler.max_prefill_tokens, "max_message_bytes": s.max_message_bytes,
+                "max_prefill_tokens": self.scheduler.max_prefill_tokens,
+                "max_mixed_prefill_tokens": self.scheduler.max_mixed_prefill_tokens,
+                "max_message_bytes": s.max_message_bytes,
                 "drain_timeout": s.drain_timeout}  # fmt: skip
 
     def _header(self) -> dict[str, Any]:

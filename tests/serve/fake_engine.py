@@ -31,8 +31,10 @@ class FakeEngine:
         step_delay_s: float = 0.0,
         max_rows: int | None = None,
         prefill_chunk: int | None = None,
+        mixed_prefill_chunk: int | None = None,
     ):
         self.prefill_chunk = prefill_chunk  # stated in describe() as the CUDA engine does (None: not stated)
+        self.mixed_prefill_chunk = mixed_prefill_chunk  # likewise
         self.prefill_calls: list[tuple[int, int]] = []  # (slot, tokens) of every prefill call, in order
         self.max_slots = max_slots
         self.max_rows = max_rows or max_slots  # fewer rows than slots: the scheduler must split its decodes
@@ -101,7 +103,8 @@ class FakeEngine:
 
     def describe(self) -> dict[str, Any]:
         out = {"engine": "fake", "device": "host (fake)", "max_slots": self.max_slots, "max_context": self.max_context}
-        return out if self.prefill_chunk is None else {**out, "prefill_chunk": self.prefill_chunk}
+        chunks = {"prefill_chunk": self.prefill_chunk, "mixed_prefill_chunk": self.mixed_prefill_chunk}
+        return {**out, **{k: v for k, v in chunks.items() if v is not None}}
 
 
 def next_token(history: list[int], n_vocab: int, sampling: SamplingParams | None = None) -> int:

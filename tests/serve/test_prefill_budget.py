@@ -14,8 +14,10 @@ from .fake_engine import FakeEngine, FakeTokenizer, solo_reply
 from .test_scheduler import dones, rand_prompt
 
 
-def make(max_slots: int, max_context: int, prefill_chunk: int | None = None, **kw) -> tuple[Scheduler, FakeEngine]:
-    engine = FakeEngine(max_slots=max_slots, max_context=max_context, prefill_chunk=prefill_chunk)
+def make(
+    max_slots: int, max_context: int, prefill_chunk: int | None = None, mixed: int | None = None, **kw
+) -> tuple[Scheduler, FakeEngine]:
+    engine = FakeEngine(max_slots=max_slots, max_context=max_context, prefill_chunk=prefill_chunk, mixed_prefill_chunk=mixed)
     return Scheduler(engine, FakeTokenizer(), **kw), engine
 
 
@@ -111,3 +113,39 @@ def test_admission_and_prefill_are_first_come_first_served():
     assert first_token_step["a"] == 3 and first_token_step["tiny"] == 3
     assert first_token_step["a"] < first_token_step["b"] < first_token_step["c"]
     assert all(e.n <= 256 for e in prefilled(events))
+
+
+def test_the_mixed_budget_defaults_to_the_engines_mixed_chunk_and_never_exceeds_the_budget():
+    assert make(4, 64, prefill_chunk=256, mixed=64)[0].max_mixed_prefill_tokens == 64
+    assert make(4, 64, prefill_chunk=256)[0].max_mixed_prefill_tokens == 256  # an engine that states none
+    assert make(4, 64, prefill_chunk=256, mixed=64, max_mixed_prefill_tokens=32)[0].max_mixed_prefill_tokens == 32
+    assert make(4, 64, prefill_chunk=256, mixed=64, max_prefill_tokens=48)[0].max_mixed_prefill_tokens == 48
+
+
+def test_a_long_prompt_takes_the_mixed_budget_while_others_decode_and_the_full_one_alone():
+    """1000 prompt tokens: 64-token pieces while 8 requests decode (each still gets a token every step), back to
+    256-token pieces once they are done; the reply is the solo reply either way."""
+    rng = random.Random(3)
+    sched, engine = make(max_slots=16, max_context=1100, prefill_chunk=256, mixed=64)
+    short = {f"d{i}": rand_prompt(rng, 5) for i in range(8)}
+    for rid, p in short.items():
+        sched.submit(rid, p, GenerateParams(max_tokens=6, ignore_eos=True))
+    events = sched.step()  # 40 prompt tokens (no one decodes yet: the full budget), then their first decode
+    long_prompt = rand_prompt(rng, 1000)
+    sched.submit("long", long_prompt, GenerateParams(max_tokens=4, ignore_eos=True))
+    pieces = []
+    while sched.has_work:
+        out = sched.step()
+        decoding = {e.rid for e in out if isinstance(e, ev.Token)} - {"long"}
+        for e in prefilled(out):
+            pieces.append((e.n, bool(decoding)))
+            if decoding:  # a mixed step: every short request still decoding got its token in it
+                assert e.n <= 64
+        events += out
+    # 4 mixed steps while the 8 decode (their first 2 tokens came in the step that prefilled them), then
+    # 256-token pieces
+    assert pieces == [(64, True)] * 4 + [(256, False)] * 2 + [(1000 - 4 * 64 - 512, False)]
+    assert [n for _, n in engine.prefill_calls[8:]] == [n for n, _ in pieces]
+    done = dones(events)
+    assert done["long"].tokens == solo_reply(long_prompt, 4, eos=None)
+    assert all(done[rid].tokens == solo_reply(p, 6, eos=None) for rid, p in short.items())

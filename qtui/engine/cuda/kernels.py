@@ -28,6 +28,8 @@ MAX_CONV = 8  # longest conv kernel: MAX_CONV in ptx/deltanet.cu
 MAX_HEAD_DIM = 256  # the attention kernels keep one head in 256 threads / floats of shared memory
 MMA_WARPS = 8  # ptx/mma.cuh: warps per block, each a K part
 MMA_THREADS = 32 * MMA_WARPS
+MMA_RING_WARP_BYTES = 10240  # ptx/mma.cuh: a warp's weight ring holds at most this many bytes of units
+MMA_RING_NT = 2  # ptx/mma.cuh: token tiles up to which the GEMVs stream weights through the ring
 MMA_TOKEN_TILES = (1, 2, 4, 8)  # NT instantiations: 8*NT tokens per pass
 MAX_PASS_TOKENS = 8 * MMA_TOKEN_TILES[-1]  # tokens one pass of a tensor-core GEMV holds (64)
 # Blocks a tensor-core GEMV aims for (3 resident per SM at NT = 1 on the 132-SM H200): matrices with fewer tile
@@ -83,6 +85,15 @@ def mma_blocks_per_group(groups: int, n_sb: int) -> int:
     return max(1, min(-(-MMA_TARGET_BLOCKS // groups), n_sb))  # at most one block per super-block column
 
 
+def mma_smem_bytes(qtype: str, nt: int) -> int:
+    """Dynamic shared memory of a tensor-core GEMV block (ptx/mma.cuh Ring): per warp, at NT <= MMA_RING_NT the
+    2 - 4 unit slots of its weight ring (as many as fit MMA_RING_WARP_BYTES), above it the warp's output tile;
+    then 32 bytes of slot barriers."""
+    unit = TILED_UNIT_BYTES[qtype]
+    depth = next(d for d in (4, 3, 2) if d * unit <= MMA_RING_WARP_BYTES or d == 2)
+    return MMA_WARPS * ((depth * unit if nt <= MMA_RING_NT else nt * 8 * 16 * 4) + 32)
+
+
 def qtype_name(qtype: Any) -> str:
     """gguf.GGMLQuantizationType -> our kernel suffix ('q4_k', ...). Raises ValueError for unsupported types."""
     name = getattr(qtype, "name", str(qtype)).lower()
@@ -104,6 +115,7 @@ class KernelTable:
         self.dry = dry
         self.modules: dict[str, Any] = {}
         self._fns: dict[str, Any] = {}
+        self._big_shmem: set[str] = set()  # functions allowed more than 48 KB of dynamic shared memory
         self.scratch = 0 if dry else int(_zeroed(SCRATCH_BYTES))
         self.counters = 0 if dry else int(_zeroed(4 * MAX_COUNTERS))
 
@@ -129,8 +141,16 @@ class KernelTable:
         block: int,
         args: list[KernelArg],
         pdl: bool = True,
+        shmem: int = 0,
     ) -> Kernel:
-        return Kernel(self.fn(module, name), name, grid, block, args, pdl=pdl)
+        fn = self.fn(module, name)
+        if shmem > 48 << 10 and fn is not None and name not in self._big_shmem:  # above 48 KB: opt in per function
+            from cuda.bindings import driver as cu
+
+            attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            check(cu.cuFuncSetAttribute(fn, attr, shmem), f"cuFuncSetAttribute({name}, {shmem} B shared)")
+            self._big_shmem.add(name)
+        return Kernel(fn, name, grid, block, args, shmem=shmem, pdl=pdl)
 
     # --- GEMV (ptx/mma.cuh tensor-core kernels for the integer quants over repacked tiles; ptx/gemv.cuh FMA
     # kernels for the float types). x is split; outputs float32 [m][n] (segment 0 optionally + res).
@@ -161,7 +181,12 @@ class KernelTable:
                 args += [(y, P), (n, I32)]
             args += [(n_in, I32), (m, I32), (tiles, I32), (blocks, I32), (self.scratch, P), (self.counters, P)]
             return self._site(
-                f"gemv_{qtype}", f"mma_gemv_{qtype}_n{nt}", (groups * blocks, passes, 1), MMA_THREADS, args
+                f"gemv_{qtype}",
+                f"mma_gemv_{qtype}_n{nt}",
+                (groups * blocks, passes, 1),
+                MMA_THREADS,
+                args,
+                shmem=mma_smem_bytes(qtype, nt),
             )
         return self._fma_gemv(qtype, w, x, outputs, m, res)
 
@@ -200,7 +225,10 @@ class KernelTable:
             (self.scratch, P),
             (self.counters, P),
         ]
-        return self._site(f"gemv_{qtype}", f"mma_swiglu_{qtype}_n{nt}", (groups * blocks, passes, 1), MMA_THREADS, args)
+        grid = (groups * blocks, passes, 1)
+        return self._site(
+            f"gemv_{qtype}", f"mma_swiglu_{qtype}_n{nt}", grid, MMA_THREADS, args, shmem=mma_smem_bytes(qtype, nt)
+        )
 
     def _check_scratch(self, passes: int, groups: int, blocks: int, nt: int) -> None:
         if blocks > 1:  # partials: [pass][group][block][warp][NT*128] floats

@@ -43,9 +43,13 @@ def main() -> int:
     ap.add_argument("--eager", action="store_true", help="plain launches, 3 per row count (for ncu)")
     ap.add_argument("--qtype", help="every matrix in this tiled type instead of the Q4_K_M file's (e.g. q3_k)")
     ap.add_argument("--target-blocks", type=int, help="MMA_TARGET_BLOCKS to try (the K split's block target)")
+    ap.add_argument("--ring-bytes", type=int, help="MMA_RING_WARP_BYTES of a variant build (its shared memory)")
     args = ap.parse_args()
     if args.target_blocks:
         kernels.MMA_TARGET_BLOCKS = args.target_blocks
+    if args.ring_bytes is not None:
+        kernels.MMA_RING_WARP_BYTES = args.ring_bytes
+
     drv.primary_context()
     kt, stream = KernelTable(), drv.new_stream()
     rng = np.random.default_rng()

@@ -146,6 +146,8 @@ def test_every_ptx_entry_has_a_builder():
         ("ATTN_PIECE", K.ATTN_PIECE, "attention.cu"),
         ("MAX_CONV", K.MAX_CONV, "deltanet.cu"),
         ("MMA_WARPS", K.MMA_WARPS, "mma.cuh"),
+        ("MMA_RING_WARP_BYTES", K.MMA_RING_WARP_BYTES, "mma.cuh"),
+        ("MMA_RING_NT", K.MMA_RING_NT, "mma.cuh"),
         ("ARGMAX_PARTS", K.ARGMAX_PARTS, "elementwise.cu"),
         ("SAMPLE_THREADS", sampler.SAMPLE_THREADS, "sampling.cu"),
         ("MAX_TOP", sampler.MAX_TOP, "sampling.cu"),
