@@ -34,15 +34,10 @@
 #define MMA_THREADS (32 * MMA_WARPS)
 // MMA_MIN_MMA: the Q4_K/Q5_K min term by one tensor-core product per unit (k_min_pair) instead of four FMAs per
 // scale group (measured on the H200: 455 vs 548 instructions per Q4_K unit, up to 1.35x at m = 16).
-// MMA_PREFETCH_NT: token tiles up to which the next unit's weights are loaded into registers before the current
-// unit is computed (m <= 8: the decode steps where a warp's units are few and each one's latency shows).
 // MMA_MIN_BLOCKS: resident blocks per SM asked of ptxas (2 -> 128 registers per thread; the K loop spills at most
 // a few words at NT = 8, and 16 warps per SM beat 8 there).
 #ifndef MMA_MIN_MMA
 #define MMA_MIN_MMA 1
-#endif
-#ifndef MMA_PREFETCH_NT
-#define MMA_PREFETCH_NT 1
 #endif
 #ifndef MMA_MIN_BLOCKS
 #define MMA_MIN_BLOCKS(NT) 2
@@ -533,7 +528,8 @@ __device__ __forceinline__ void min_by_mma(const typename F::Scales& sc, const f
 // memory, filled by one-instruction bulk copies (cp.async.bulk, completion counted on one mbarrier per slot). A
 // warp asks for its first RING_DEPTH units at once, before pdl_wait, and refills a slot as soon as the unit in
 // it has been read: its units stream in while earlier ones are computed, and no registers wait for them. (The
-// register prefetch it replaces, MMA_RING 0, kept one unit in flight at NT = 1 and none above: Nsight put
+// register prefetch it replaced kept one unit in flight at NT = 1 and none above; MMA_RING 0 loads each unit
+// from global memory when it is computed, as NT > MMA_RING_NT does. Nsight put
 // 30 - 55 % of the GEMVs' stall samples on the weight and x loads, tests/witness/*sass*.)
 // Measured on the H200 (4b shapes): at m <= 16 it is 0 - 17 % faster; at m = 64 it was slower (the lm head
 // 1613 vs 1014 us, ffn gate+up 159 vs 131: 80 KB of slots per block leave L1 too small for 64 tokens' x), so
@@ -587,7 +583,7 @@ template <class F, int NT>
 __device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int sb0, int sb1,
                                          const uint4* __restrict__ xs, const float* __restrict__ xsum, int n_in,
                                          int tok0, int m, uint8_t* ring, float (&acc)[NT][4]) {
-    constexpr bool MIN_BY_MMA = F::MIN_MMA && MMA_MIN_MMA, PREFETCH = !Ring<F, NT>::ON && NT <= MMA_PREFETCH_NT;
+    constexpr bool MIN_BY_MMA = F::MIN_MMA && MMA_MIN_MMA;
     constexpr int D = Ring<F, NT>::DEPTH;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int quads = n_in >> 2, slices = n_in >> 4, units = sb1 - sb0;
@@ -630,12 +626,9 @@ __device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int s
     }
     for (int sb = sb0; sb < sb1; sb++) {
         const int du = sb - sb0;
-        typename F::Raw next;
         if (Ring<F, NT>::ON) {
             mbar_wait(bars + 8 * (du % D), (du / D) & 1);
             F::template load<FromShared>(ring + (du % D) * F::UNIT, lane, raw);
-        } else if (PREFETCH) {
-            if (sb + 1 < sb1) F::template load<FromGlobal>(tile + (long long)F::UNIT * (sb + 1), lane, next);
         } else if (sb > sb0) {
             F::template load<FromGlobal>(tile + (long long)F::UNIT * sb, lane, raw);
         }
@@ -676,8 +669,6 @@ __device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int s
             __syncwarp();
             if (lane == 0 && du + D < units)
                 bulk_copy(slots + (du % D) * F::UNIT, first + (long long)F::UNIT * (du + D), F::UNIT, bars + 8 * (du % D));
-        } else if (PREFETCH) {
-            raw = next;
         }
     }
 }
