@@ -126,7 +126,14 @@ def build_app(args: dict[str, Any]) -> Application:
     model = str(args.pop("model"))
     replicas = int(args.pop("replicas", 1))
     num_cpus = float(args.pop("num_cpus", 1.0))
-    ints = {"max_slots", "max_context", "queue_size", "max_prefill_tokens", "max_mixed_prefill_tokens", "max_per_connection"}
+    ints = {
+        "max_slots",
+        "max_context",
+        "queue_size",
+        "max_prefill_tokens",
+        "max_mixed_prefill_tokens",
+        "max_per_connection",
+    }
     floats = {"window_ms", "drain_timeout", "frame_interval_ms"}
     options = {k: int(v) if k in ints else float(v) if k in floats else v for k, v in args.items()}
     return build(model, replicas, options, num_cpus=num_cpus)

@@ -17,7 +17,9 @@ from .test_scheduler import dones, rand_prompt
 def make(
     max_slots: int, max_context: int, prefill_chunk: int | None = None, mixed: int | None = None, **kw
 ) -> tuple[Scheduler, FakeEngine]:
-    engine = FakeEngine(max_slots=max_slots, max_context=max_context, prefill_chunk=prefill_chunk, mixed_prefill_chunk=mixed)
+    engine = FakeEngine(
+        max_slots=max_slots, max_context=max_context, prefill_chunk=prefill_chunk, mixed_prefill_chunk=mixed
+    )
     return Scheduler(engine, FakeTokenizer(), **kw), engine
 
 
