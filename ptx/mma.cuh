@@ -540,7 +540,9 @@ __device__ __forceinline__ void min_by_mma(const typename F::Scales& sc, const f
 #ifndef MMA_RING_NT
 #define MMA_RING_NT 2  // qtui/engine/cuda/kernels.py MMA_RING_NT
 #endif
+#ifndef MMA_RING_WARP_BYTES
 #define MMA_RING_WARP_BYTES 10240  // slot bytes per warp at most (qtui/engine/cuda/kernels.py mma_smem_bytes)
+#endif
 __host__ __device__ constexpr int ring_depth(int unit) {
     return unit * 4 <= MMA_RING_WARP_BYTES ? 4 : unit * 3 <= MMA_RING_WARP_BYTES ? 3 : 2;
 }
@@ -800,14 +802,15 @@ __device__ __forceinline__ void mma_swiglu_body(const uint8_t* Wg, const uint8_t
     // Per tile 4 quads per token: TPB * NT*8 * 4 threads, quads 4j..4j+3 of one slice in 4 consecutive lanes.
     for (int e = threadIdx.x; e < TPB * NT * 32; e += MMA_THREADS) {
         const int w = e / (NT * 32), tok = (e >> 2) % (NT * 8), q = e & 3, tile = group * TPB + w;
+        // explicit 16-byte loads: left to the vectorizer, nvcc 13.0 chose between v4 and scalar loads from one
+        // build to the next (the same values, but the committed PTX would not be reproducible)
+        const float4 g4 = reinterpret_cast<const float4*>(out_tile<F, NT>(mma_smem, w))[tok * 4 + q];
+        const float4 u4 = reinterpret_cast<const float4*>(out_tile<F, NT>(mma_smem, TPB + w))[tok * 4 + q];
+        const float gs[4] = {g4.x, g4.y, g4.z, g4.w}, us[4] = {u4.x, u4.y, u4.z, u4.w};
         float4 v;
         float* vp = &v.x;
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const float gt = out_tile<F, NT>(mma_smem, w)[tok * 16 + 4 * q + i];
-            const float up = out_tile<F, NT>(mma_smem, TPB + w)[tok * 16 + 4 * q + i];
-            vp[i] = gt / (1.0f + expf(-gt)) * up;
-        }
+        for (int i = 0; i < 4; i++) vp[i] = gs[i] / (1.0f + expf(-gs[i])) * us[i];
         const bool active = tok0 + tok < sh.m && tile < sh.n_tiles;
         const long long row = min(tok0 + tok, sh.m - 1);
         store_split(act + row * (n_ff >> 2), act_sum + row * (n_ff >> 4), 4 * min(tile, sh.n_tiles - 1) + q, active, v);
