@@ -531,7 +531,8 @@ __device__ __forceinline__ void min_by_mma(const typename F::Scales& sc, const f
 // register prefetch it replaced kept one unit in flight at NT = 1 and none above; MMA_RING 0 loads each unit
 // from global memory when it is computed, as NT > MMA_RING_NT does. Nsight put
 // 30 - 55 % of the GEMVs' stall samples on the weight and x loads, tests/witness/*sass*.)
-// Measured on the H200 (4b shapes): at m <= 16 it is 0 - 17 % faster; at m = 64 it was slower (the lm head
+// Measured on the H200 (4b shapes): at m <= 16 the per-layer GEMVs are 0 - 16 % faster (the lm head +17 % at
+// m = 1, -10 % at m = 16); at m = 64 it was slower (the lm head
 // 1613 vs 1014 us, ffn gate+up 159 vs 131: 80 KB of slots per block leave L1 too small for 64 tokens' x), so
 // NT > MMA_RING_NT keeps direct loads (and the same bytes hold only the out tile).
 #ifndef MMA_RING
