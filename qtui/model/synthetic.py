@@ -68,101 +68,51 @@ _TINY = Preset(
     ssm_n_group=4,
     ssm_dt_rank=4,
 )
+
+
+def _released(
+    n_embd: int, n_layer: int, n_ff: int, n_head: int, n_head_kv: int, ssm_dt_rank: int, tied: bool = True
+) -> Preset:
+    """A preset of a released Qwen3.5 size: its own widths and head counts, plus what the family shares (the
+    vocabulary, 256-wide attention heads with 64 rotary dims, the 262k context, d_k = 128 and H_k = 16 linear
+    heads), weights drawn as random blocks."""
+    return Preset(
+        n_vocab=248320,
+        n_embd=n_embd,
+        n_layer=n_layer,
+        n_ff=n_ff,
+        n_head=n_head,
+        n_head_kv=n_head_kv,
+        head_dim=256,
+        n_rot=64,
+        rope_sections=(11, 11, 10, 0),
+        context_length=262144,
+        ssm_d_state=128,
+        ssm_n_group=16,
+        ssm_dt_rank=ssm_dt_rank,
+        random_blocks=True,
+        tied=tied,
+    )
+
+
 PRESETS: dict[str, Preset] = {
     "tiny": _TINY,
     "tiny-tiled": dataclasses.replace(_TINY, ssm_n_group=2),
-    "0.8b": Preset(
-        n_vocab=248320,
-        n_embd=1024,
-        n_layer=24,
-        n_ff=3584,
-        n_head=8,
-        n_head_kv=2,
-        head_dim=256,
-        n_rot=64,
-        rope_sections=(11, 11, 10, 0),
-        context_length=262144,
-        ssm_d_state=128,
-        ssm_n_group=16,
-        ssm_dt_rank=16,
-        random_blocks=True,
-    ),
-    "4b": Preset(
-        n_vocab=248320,
-        n_embd=2560,
-        n_layer=32,
-        n_ff=9216,
-        n_head=16,
-        n_head_kv=4,
-        head_dim=256,
-        n_rot=64,
-        rope_sections=(11, 11, 10, 0),
-        context_length=262144,
-        ssm_d_state=128,
-        ssm_n_group=16,
-        ssm_dt_rank=32,
-        random_blocks=True,
-    ),
+    "0.8b": _released(n_embd=1024, n_layer=24, n_ff=3584, n_head=8, n_head_kv=2, ssm_dt_rank=16),
+    "4b": _released(n_embd=2560, n_layer=32, n_ff=9216, n_head=16, n_head_kv=4, ssm_dt_rank=32),
     # 2B: hidden 2048 (llama.cpp qwen35.cpp:25 tells 2B from 0.8B by n_embd != 1024 at 24 layers). The rest is
     # UNVERIFIED against the official config.json: ffn 6144, 8 heads, 2 KV heads, H_k = H_v = 16 and tied
     # embeddings come from third-party copies of its text_config, and agree with the published
     # unsloth Qwen3.5-2B-Q4_K_M.gguf size (1.28 GB: ~1.88 B parameters, token_embd Q6_K as the tied head).
-    "2b": Preset(
-        n_vocab=248320,
-        n_embd=2048,
-        n_layer=24,
-        n_ff=6144,
-        n_head=8,
-        n_head_kv=2,
-        head_dim=256,
-        n_rot=64,
-        rope_sections=(11, 11, 10, 0),
-        context_length=262144,
-        ssm_d_state=128,
-        ssm_n_group=16,
-        ssm_dt_rank=16,
-        random_blocks=True,
-    ),
+    "2b": _released(n_embd=2048, n_layer=24, n_ff=6144, n_head=8, n_head_kv=2, ssm_dt_rank=16),
     # 9B: reference/qwen35.md §1.1 "Other sizes" (32 layers, hidden 4096, H_k 16, H_v 32) and §1.2 (transformers'
     # defaults are the 9B: ffn 12288, 16 heads, 4 KV heads, head_dim 256, untied).
-    "9b": Preset(
-        n_vocab=248320,
-        n_embd=4096,
-        n_layer=32,
-        n_ff=12288,
-        n_head=16,
-        n_head_kv=4,
-        head_dim=256,
-        n_rot=64,
-        rope_sections=(11, 11, 10, 0),
-        context_length=262144,
-        ssm_d_state=128,
-        ssm_n_group=16,
-        ssm_dt_rank=32,
-        random_blocks=True,
-        tied=False,
-    ),
+    "9b": _released(n_embd=4096, n_layer=32, n_ff=12288, n_head=16, n_head_kv=4, ssm_dt_rank=32, tied=False),
     # 27B: reference/qwen35.md §1.1 "Other sizes" (64 layers, hidden 5120, ffn 17408, 24 heads, 4 KV heads,
     # untied). The linear-attention heads (H_k 16, H_v 48, d_k = d_v 128) are not in the reference: several
     # third-party copies of its text_config agree on them, and they give 26.9 B parameters (H_v 32 would give
     # 25.3 B). UNVERIFIED against the official config.json.
-    "27b": Preset(
-        n_vocab=248320,
-        n_embd=5120,
-        n_layer=64,
-        n_ff=17408,
-        n_head=24,
-        n_head_kv=4,
-        head_dim=256,
-        n_rot=64,
-        rope_sections=(11, 11, 10, 0),
-        context_length=262144,
-        ssm_d_state=128,
-        ssm_n_group=16,
-        ssm_dt_rank=48,
-        random_blocks=True,
-        tied=False,
-    ),
+    "27b": _released(n_embd=5120, n_layer=64, n_ff=17408, n_head=24, n_head_kv=4, ssm_dt_rank=48, tied=False),
 }
 
 

@@ -178,7 +178,7 @@ class Scheduler:
         if self.has_live and self._verifying is not None:
             self._abort_verification()  # client work comes first; the re-run restarts later from scratch
         self._admit(out)
-        decoding = [r for r in self._running.values() if r.status is Status.DECODE]
+        decoding = any(r.status is Status.DECODE for r in self._running.values())  # this step also decodes
         self._prefill(list(self._running.values()), out, self.max_mixed_prefill_tokens if decoding else None)
         self._decode([r for r in self._running.values() if r.status is Status.DECODE], out)
         if not self.has_live and (self._verifying is not None or self._to_verify):
