@@ -20,7 +20,6 @@ import numpy as np
 from qtui.engine.ops import AttentionWeights, FfnWeights, GdnWeights, ffn, gated_attention, gated_deltanet, rms_norm
 from qtui.engine.sampling import Choice, SamplingParams, choice_of, sample_row
 from qtui.engine.slot_book import SlotBook
-from qtui.errors import BadRequest
 
 if TYPE_CHECKING:
     from qtui.model.gguf_file import GGUFModel
@@ -114,11 +113,7 @@ class ReferenceEngine(SlotBook):
 
     def _prefill_rows(self, slot: int, tokens: Sequence[int], every_row: bool) -> np.ndarray:
         """Feed `tokens`; logits after each one ([n, n_vocab] f32) or only after the last ([1, n_vocab])."""
-        self._check_slot(slot)
-        ids = self._check_tokens(tokens)
-        if not ids:
-            raise BadRequest("prefill needs at least one token")
-        self._check_room(slot, len(ids))
+        ids = self._check_prefill(slot, tokens)
         np.add.at(self._prompt_counts[slot], ids, 1)
         rows = []
         for i, token in enumerate(ids):
@@ -129,13 +124,7 @@ class ReferenceEngine(SlotBook):
 
     def decode_logits(self, slots: Sequence[int], tokens: Sequence[int]) -> np.ndarray:
         """One token for each of m distinct slots: [m, n_vocab] f32; row i is computed alone, as if m were 1."""
-        slots = [int(s) for s in slots]
-        ids = self._check_tokens(tokens)
-        assert len(slots) == len(ids) >= 1, "decode needs one token per slot"
-        assert len(set(slots)) == len(slots), f"decode slots must be distinct: {slots}"
-        for slot in slots:
-            self._check_slot(slot)
-            self._check_room(slot, 1)
+        slots, ids = self._check_decode(slots, tokens)
         rows = []
         for slot, token in zip(slots, ids):
             self._output_counts[slot, token] += 1  # a decode input is a generated token

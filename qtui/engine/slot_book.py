@@ -60,3 +60,23 @@ class SlotBook:
             raise PromptTooLong(
                 f"slot {slot} holds {held} tokens; {n_tokens} more exceed the context of {self.max_context}"
             )
+
+    def _check_prefill(self, slot: int, tokens: Sequence[int]) -> list[int]:
+        """The token ids of a prefill of `slot`: at least one, each in the vocabulary, room for all of them."""
+        self._check_slot(slot)
+        ids = self._check_tokens(tokens)
+        if not ids:
+            raise BadRequest("prefill needs at least one token")
+        self._check_room(slot, len(ids))
+        return ids
+
+    def _check_decode(self, slots: Sequence[int], tokens: Sequence[int]) -> tuple[list[int], list[int]]:
+        """(slots, token ids) of a decode step: one token per distinct allocated slot, each with room for it."""
+        slots = [int(s) for s in slots]
+        ids = self._check_tokens(tokens)
+        assert len(slots) == len(ids) >= 1, "decode needs one token per slot"
+        assert len(set(slots)) == len(slots), f"decode slots must be distinct: {slots}"
+        for slot in slots:
+            self._check_slot(slot)
+            self._check_room(slot, 1)
+        return slots, ids

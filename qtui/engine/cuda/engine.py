@@ -27,7 +27,7 @@ from qtui.engine.cuda.step import F32_BYTES, Activations, Head, Pools, build_ste
 from qtui.engine.cuda.weights import DeviceWeights
 from qtui.engine.sampling import Choice, SamplingParams
 from qtui.engine.slot_book import SlotBook
-from qtui.errors import BadRequest, EngineUnavailable
+from qtui.errors import EngineUnavailable
 from qtui.model.config import Qwen35Config
 
 MAX_ROWS = MAX_PASS_TOKENS  # rows of one decode step: one 64-token pass of the GEMVs (each weight read once)
@@ -180,13 +180,7 @@ class CudaEngine(SlotBook):
     ) -> tuple[list[int], list[np.ndarray]]:
         """Tokens of the m rows, and (want_logits) their logits in parts of at most max_rows rows."""
         drv.primary_context()
-        slots = [int(s) for s in slots]
-        ids = self._check_tokens(tokens)
-        assert len(slots) == len(ids) >= 1, "decode needs one token per slot"
-        assert len(set(slots)) == len(slots), f"decode slots must be distinct: {slots}"
-        for slot in slots:
-            self._check_slot(slot)
-            self._check_room(slot, 1)
+        slots, ids = self._check_decode(slots, tokens)
         out: list[int] = []
         logits: list[np.ndarray] = []
         if sampling is not None and all(p.is_greedy for p in sampling):
@@ -226,11 +220,7 @@ class CudaEngine(SlotBook):
         """Feed tokens in prefill chunks; the last chunk runs the LM head on its last row (head "last": logits
         and out_tokens row 0) or on all its rows (head "all", chunks of at most max_rows: row r = token r)."""
         drv.primary_context()
-        self._check_slot(slot)
-        ids = self._check_tokens(tokens)
-        if not ids:
-            raise BadRequest("prefill needs at least one token")
-        self._check_room(slot, len(ids))
+        ids = self._check_prefill(slot, tokens)
         start = int(self._length[slot])
         size = self.prefill_chunk if head == "last" else min(self.prefill_chunk, self.max_rows)
         chunks = [ids[i : i + size] for i in range(0, len(ids), size)]
