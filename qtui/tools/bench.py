@@ -21,12 +21,14 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from qtui.errors import BadRequest
+
 if TYPE_CHECKING:
     from qtui.engine.cuda.engine import CudaEngine
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", metavar="MODEL", help="GGUF file")
+    parser.add_argument("model", metavar="MODEL", nargs="?", help="GGUF file (not with --compare)")
     parser.add_argument("--engine", choices=["cuda", "cpu"], default="cuda", help="engine to measure (default cuda)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.add_argument("--steps", type=int, default=64, help="timed decode steps per rung (default 64)")
@@ -39,6 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=4096,
         help="mixed-step row: tokens of the prompt admitted while slots decode (0: skip)",
+    )
+    parser.add_argument(
+        "--compare",
+        nargs="+",
+        metavar="JSON",
+        help="print earlier `--json` results side by side, each later one as a ratio to the first (no MODEL)",
     )
 
 
@@ -312,6 +320,12 @@ def format_table(r: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.compare:
+        from qtui.tools import bench_compare
+
+        return bench_compare.run(args.compare)
+    if args.model is None:
+        raise BadRequest("qtui bench needs a MODEL (a GGUF file), or --compare with bench JSON files")
     result = run_bench(args)
     print(json.dumps(result, indent=1) if args.json else format_table(result))
     return 0

@@ -138,3 +138,7 @@ def test_bench_runs_on_the_cpu_engine_and_prints_the_ladder(tiny_gguf):
     assert result["prefill"]["prompt_tokens"] == 5 and result["weight_bytes_per_token"] > 0
     table = bench.format_table(result)
     assert "single-stream decode" in table and "TTFT" in table
+    from qtui.tools import bench_compare  # the comparison reads what run_bench writes
+
+    ratios = [ln.split()[-1] for ln in bench_compare.compare([result, result]).splitlines()[1:]]
+    assert len(ratios) >= 5 and set(ratios) == {"1.000x"}
