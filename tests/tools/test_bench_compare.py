@@ -70,3 +70,11 @@ def test_bad_files_are_named(tmp_path, capsys):
     assert cli.main(["bench", "--compare", str(partial)]) == 2
     assert cli.main(["bench"]) == 2  # neither a model nor --compare
     assert "needs a MODEL" in capsys.readouterr().err
+
+
+def test_help_shows_the_percent_sign_once(capsys):
+    """The command's description is printed as written (its help line is %-formatted by argparse, it is not)."""
+    with pytest.raises(SystemExit):
+        cli.main(["bench", "--help"])
+    out = capsys.readouterr().out
+    assert "% of the bandwidth floor" in out and "%%" not in out
