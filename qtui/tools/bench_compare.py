@@ -30,6 +30,15 @@ class Figure:
     unit: str
     higher_is_better: bool
 
+    @property
+    def heading(self) -> str:
+        return f"{self.label} ({self.unit})"
+
+
+def column(i: int) -> str:
+    """The letter of run i (A = the run the others are held against)."""
+    return chr(ord("A") + i)
+
 
 def load_run(path: str | Path) -> dict[str, Any]:
     """One `qtui bench --json` result; BadRequest naming the file and what is missing otherwise."""
@@ -71,15 +80,13 @@ def figures(run: dict[str, Any]) -> dict[Figure, float]:
 def compare(runs: list[dict[str, Any]]) -> str:
     """The table: runs A, B, ... as columns, figures in first-seen order, then B/A, C/A, ... with their marks."""
     per_run = [figures(r) for r in runs]
-    order: list[Figure] = []
-    for f in per_run:
-        order += [k for k in f if k not in order]
-    cols = [chr(ord("A") + i) for i in range(len(runs))]
-    width = max(len(f"{k.label} ({k.unit})") for k in order)
+    order = list(dict.fromkeys(k for f in per_run for k in f))
+    cols = [column(i) for i in range(len(runs))]
+    width = max(len(k.heading) for k in order)
     lines = [f"{'':<{width}}" + "".join(f" {c:>10}" for c in cols) + "".join(f" {c + '/A':>9}  " for c in cols[1:])]
     for k in order:
         vals = [f.get(k) for f in per_run]
-        line = f"{k.label + ' (' + k.unit + ')':<{width}}"
+        line = f"{k.heading:<{width}}"
         line += "".join(f" {v:10.1f}" if v is not None else f" {'-':>10}" for v in vals)
         base = vals[0]
         for v in vals[1:]:
@@ -97,6 +104,6 @@ def compare(runs: list[dict[str, Any]]) -> str:
 def run(paths: list[str]) -> int:
     runs = [load_run(p) for p in paths]
     for i, (p, r) in enumerate(zip(paths, runs)):
-        print(f"{chr(ord('A') + i)} = {p}  ({r.get('engine', {}).get('device', '?')}, {r.get('model', '?')})")
+        print(f"{column(i)} = {p}  ({r.get('engine', {}).get('device', '?')}, {r.get('model', '?')})")
     print(compare(runs))
     return 0
