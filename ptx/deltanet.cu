@@ -94,9 +94,13 @@ __device__ __forceinline__ void delta_body(const float* __restrict__ conv_out, c
     constexpr int ROWS = DK / 4, W = DK / 32;  // S rows per thread, warps holding q (and as many holding k)
     __shared__ float qs[DK], ks[DK], part_kv[4][DK], part_o[4][DK], red[3][W];
     __shared__ __align__(16) float ov[DK];  // read back as float4 quads
-    pdl_enter();
+    pdl_launch_dependents();
     const int h = blockIdx.x, r0 = blockIdx.y * rows_per_run, t = threadIdx.x, j = t % DK, g = t / DK;
     const int lane = t & 31, warp = t >> 5, kh = h % H_k;
+    // The state is read BEFORE pdl_wait, while the kernels before this one drain (as the GEMVs read weights):
+    // no kernel of this step writes it. Its last writer is this layer's delta_step of an earlier step (or the
+    // slot's zeroing), and every step begins with a launch that waits for all earlier work (the embedding,
+    // launched without PDL); the slot ids come from the step buffer, copied from the host before that launch.
     float* Sh = S + slot_stride * slots[r0] + (long long)h * DK * DK + (long long)g * ROWS * DK + j;
     const float* kg = ks + g * ROWS;
     const float* qg = qs + g * ROWS;
@@ -104,6 +108,7 @@ __device__ __forceinline__ void delta_body(const float* __restrict__ conv_out, c
     float s[ROWS];
 #pragma unroll
     for (int i = 0; i < ROWS; i++) s[i] = Sh[i * DK];
+    pdl_wait();
     DeltaRow<DK> cur, nxt;
     delta_load<DK>(conv_out, a, b, z, r0, h, kh, H_k, H_v, t, j, cur);
     for (int r = r0; r < r0 + rows_per_run; r++) {
