@@ -689,6 +689,27 @@ __device__ __forceinline__ int arrive_release_acquire(int* counter) {
     return prev;
 }
 
+// Split-K through distributed shared memory (kernels.py MMA_CLUSTER): the B blocks of a tile group are launched
+// as one thread-block cluster (cluster dims (B, 1, 1), so the cluster rank is the K part b), each leaves its
+// partial tile in its own shared memory, and rank 0 sums them in the order 0..B-1 over DSMEM: two cluster
+// barriers instead of the partials' round trip through L2 and the fences and atomic of the handshake above.
+__device__ __forceinline__ uint32_t cluster_size() {
+    uint32_t n;
+    asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+    return n;
+}
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+// The float at the same shared-memory offset as `local`, in the block of cluster rank `rank`.
+__device__ __forceinline__ float ld_cluster(const float* local, uint32_t rank) {
+    uint32_t remote;
+    float v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(local)), "r"(rank));
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+    return v;
+}
+
 // Shape of the work of one launch (all fixed by the matrix shape except m and the pass).
 struct MmaShape {
     int n_in, m;        // K, and the tokens of the launch
@@ -699,8 +720,10 @@ struct MmaShape {
 // The block: tile group `group` (TPB = MMA_WARPS / R consecutive tiles of each of R matrices, one per warp) over
 // K part b of B (super-blocks [b*n_sb/B, (b+1)*n_sb/B)). All warps of a block walk the same K range, so the x
 // quads each loads are the ones its neighbours just loaded (L1 hits: x is read from L2 once per tile group, not
-// once per tile). With B > 1 each block leaves its partial sums in `scratch`, and the last block of the group to
-// finish (an atomic counter) sums the B partials in the order 0..B-1. smem: the block's dynamic shared memory,
+// once per tile). With B > 1 the B partials are summed in the order 0..B-1: launched as a cluster of B blocks,
+// by K part 0 over distributed shared memory (cluster_sync); otherwise each block leaves its partial sums in
+// `scratch`, and the last block of the group to finish (an atomic counter) sums them. The same float additions
+// in the same order either way. smem: the block's dynamic shared memory,
 // Ring<F, NT>::BYTES per warp. Leaves warp w's tile in out_tile<F, NT>(smem, w)[tok * 16 + row] and returns true in the
 // block that must run the epilogue (false: another block of this group will).
 template <class F, int NT, int R>
@@ -720,7 +743,28 @@ __device__ __forceinline__ bool mma_group(const uint8_t* const (&W)[R], int grou
     mma_warp<F, NT>(W[warp / TPB] + (long long)F::UNIT * n_sb * min(tile, sh.n_tiles - 1),
                     real ? b * n_sb / sh.blocks : 0, real ? (b + 1) * n_sb / sh.blocks : 0, xs, xsum, sh.n_in, tok0,
                     sh.m, smem + warp * Ring<F, NT>::BYTES, acc);
-    if (sh.blocks > 1) {
+    const int g = lane >> 2, t = lane & 3;
+    // fragment element (nt, i) of this lane <-> position (token 8nt + 2t + (i & 1), row g + 8 (i >> 1)) of the tile
+#define MMA_TILE_AT(nt, i) out_tile<F, NT>(smem, warp)[(8 * (nt) + 2 * t + ((i) & 1)) * 16 + g + 8 * ((i) >> 1)]
+    if (sh.blocks > 1 && cluster_size() > 1) {
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) MMA_TILE_AT(nt, i) = acc[nt][i];
+        cluster_sync();  // every K part's partial tile is in its block's shared memory
+        if (b == 0) {
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    float s = acc[nt][i];
+                    for (int bb = 1; bb < sh.blocks; bb++) s += ld_cluster(&MMA_TILE_AT(nt, i), bb);
+                    acc[nt][i] = s;
+                }
+        }
+        cluster_sync();  // rank 0 has read them: the other blocks may exit (their shared memory goes with them)
+        if (b != 0) return false;
+    } else if (sh.blocks > 1) {
         const long long slot = (long long)blockIdx.y * gridDim.x / sh.blocks + group;
         float* mine = scratch + (slot * sh.blocks + b) * (MMA_WARPS * E) + warp * E + lane;
 #pragma unroll
@@ -743,11 +787,11 @@ __device__ __forceinline__ bool mma_group(const uint8_t* const (&W)[R], int grou
             }
         if (threadIdx.x == 0) counters[slot] = 0;  // ready for the next launch (graph replays reuse it)
     }
-    const int g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-        for (int i = 0; i < 4; i++) out_tile<F, NT>(smem, warp)[(8 * nt + 2 * t + (i & 1)) * 16 + g + 8 * (i >> 1)] = acc[nt][i];
+        for (int i = 0; i < 4; i++) MMA_TILE_AT(nt, i) = acc[nt][i];
+#undef MMA_TILE_AT
     __syncthreads();
     return true;
 }

@@ -116,7 +116,7 @@ class Kernel:
     test builds every site without a GPU).
     """
 
-    __slots__ = ("fn", "grid", "block", "shmem", "cells", "params", "name", "pdl", "_config")
+    __slots__ = ("fn", "grid", "block", "shmem", "cells", "params", "name", "pdl", "cluster", "_config")
 
     def __init__(
         self,
@@ -127,9 +127,12 @@ class Kernel:
         args: list[KernelArg],
         shmem: int = 0,
         pdl: bool = True,
+        cluster: int = 1,
     ) -> None:
         assert all(g > 0 for g in grid) and 0 < block <= 1024, (name, grid, block)
+        assert cluster >= 1 and grid[0] % cluster == 0, (name, grid, cluster)
         self.fn, self.name, self.grid, self.block, self.shmem, self.pdl = fn, name, grid, block, shmem, pdl
+        self.cluster = cluster
         self.cells = [np.array([int(v) if t == np.uint64 else v], dtype=t) for v, t in args]
         self.params = np.array([c.ctypes.data for c in self.cells], dtype=np.uint64)
         self._config: Any = None
@@ -144,16 +147,24 @@ class Kernel:
         cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = self.grid
         cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = self.block, 1, 1
         cfg.sharedMemBytes = self.shmem
-        attr = cu.CUlaunchAttribute()
-        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-        attr.value.programmaticStreamSerializationAllowed = 1
-        cfg.attrs = [attr]
-        cfg.numAttrs = 1
+        attrs = []
+        if self.pdl:
+            attr = cu.CUlaunchAttribute()
+            attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+            attr.value.programmaticStreamSerializationAllowed = 1
+            attrs.append(attr)
+        if self.cluster > 1:  # blocks [c * cluster, (c + 1) * cluster) of x form thread-block cluster c
+            attr = cu.CUlaunchAttribute()
+            attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+            attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = self.cluster, 1, 1
+            attrs.append(attr)
+        cfg.attrs = attrs
+        cfg.numAttrs = len(attrs)
         return cfg
 
     def launch(self, stream: Any) -> None:
         assert self.fn is not None, f"{self.name}: a dry launch site cannot run"
-        if self.pdl:
+        if self.pdl or self.cluster > 1:
             if self._config is None:
                 self._config = self._launch_config()
             self._config.hStream = stream

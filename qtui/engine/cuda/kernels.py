@@ -11,6 +11,7 @@ dry (no GPU) and checks each against the `.entry` signature in the committed ptx
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +36,7 @@ MAX_PASS_TOKENS = 8 * MMA_TOKEN_TILES[-1]  # tokens one pass of a tensor-core GE
 # Blocks a tensor-core GEMV aims for (3 resident per SM at NT = 1 on the 132-SM H200): matrices with fewer tile
 # groups split K across blocks. A constant, not read from the device, so the arithmetic is the same on every GPU.
 MMA_TARGET_BLOCKS = 3 * 132
+MMA_MAX_CLUSTER = 16  # blocks of a thread-block cluster on sm_90 (above 8 with the non-portable size allowed)
 FMA_BUCKETS = (1, 2, 4, 8, 16)  # the M instantiations of the float-type FMA kernels (ptx/gemv.cuh)
 MMA_TYPES = TILED_TYPES  # integer quants: tensor cores over the repacked tiles (ptx/mma.cuh)
 GEMV_TYPES = ("f32", "f16", "bf16", *MMA_TYPES)
@@ -79,10 +81,17 @@ def mma_groups(tiles: int, matrices: int = 1) -> int:
 def mma_blocks_per_group(groups: int, n_sb: int) -> int:
     """B: blocks sharing one tile group (its K cut into B contiguous parts, summed in the order 0..B-1). A
     function of the matrix SHAPE only, never of m: that is what keeps every row count and every prefill chunk
-    bitwise equal (DESIGN invariants 1 and 7)."""
+    bitwise equal (DESIGN invariants 1 and 7). At most MMA_MAX_CLUSTER: the B blocks form one cluster."""
     if groups >= MMA_TARGET_BLOCKS:
         return 1
-    return max(1, min(-(-MMA_TARGET_BLOCKS // groups), n_sb))  # at most one block per super-block column
+    # at most one block per super-block column
+    return max(1, min(-(-MMA_TARGET_BLOCKS // groups), n_sb, MMA_MAX_CLUSTER))
+
+
+def mma_cluster(blocks: int) -> int:
+    """Cluster size of a tensor-core launch: its B blocks of a tile group sum their K parts over distributed
+    shared memory (ptx/mma.cuh cluster_sync), unless QTUI_MMA_CLUSTER=0 (the L2 handshake, for A/B runs)."""
+    return blocks if blocks > 1 and os.environ.get("QTUI_MMA_CLUSTER", "1") != "0" else 1
 
 
 def mma_smem_bytes(qtype: str, nt: int) -> int:
@@ -116,6 +125,7 @@ class KernelTable:
         self.modules: dict[str, Any] = {}
         self._fns: dict[str, Any] = {}
         self._big_shmem: set[str] = set()  # functions allowed more than 48 KB of dynamic shared memory
+        self._big_cluster: set[str] = set()  # functions allowed clusters of more than 8 blocks
         self.scratch = 0 if dry else int(_zeroed(SCRATCH_BYTES))
         self.counters = 0 if dry else int(_zeroed(4 * MAX_COUNTERS))
 
@@ -142,6 +152,7 @@ class KernelTable:
         args: list[KernelArg],
         pdl: bool = True,
         shmem: int = 0,
+        cluster: int = 1,
     ) -> Kernel:
         fn = self.fn(module, name)
         if shmem > 48 << 10 and fn is not None and name not in self._big_shmem:  # above 48 KB: opt in per function
@@ -150,7 +161,13 @@ class KernelTable:
             attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
             check(cu.cuFuncSetAttribute(fn, attr, shmem), f"cuFuncSetAttribute({name}, {shmem} B shared)")
             self._big_shmem.add(name)
-        return Kernel(fn, name, grid, block, args, shmem=shmem, pdl=pdl)
+        if cluster > 8 and fn is not None and name not in self._big_cluster:  # above 8 blocks: opt in per function
+            from cuda.bindings import driver as cu
+
+            attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
+            check(cu.cuFuncSetAttribute(fn, attr, 1), f"cuFuncSetAttribute({name}, clusters of {cluster})")
+            self._big_cluster.add(name)
+        return Kernel(fn, name, grid, block, args, shmem=shmem, pdl=pdl, cluster=cluster)
 
     # --- GEMV (ptx/mma.cuh tensor-core kernels for the integer quants over repacked tiles; ptx/gemv.cuh FMA
     # kernels for the float types). x is split; outputs float32 [m][n] (segment 0 optionally + res).
@@ -187,6 +204,7 @@ class KernelTable:
                 MMA_THREADS,
                 args,
                 shmem=mma_smem_bytes(qtype, nt),
+                cluster=mma_cluster(blocks),
             )
         return self._fma_gemv(qtype, w, x, outputs, m, res)
 
@@ -227,7 +245,13 @@ class KernelTable:
         ]
         grid = (groups * blocks, passes, 1)
         return self._site(
-            f"gemv_{qtype}", f"mma_swiglu_{qtype}_n{nt}", grid, MMA_THREADS, args, shmem=mma_smem_bytes(qtype, nt)
+            f"gemv_{qtype}",
+            f"mma_swiglu_{qtype}_n{nt}",
+            grid,
+            MMA_THREADS,
+            args,
+            shmem=mma_smem_bytes(qtype, nt),
+            cluster=mma_cluster(blocks),
         )
 
     def _check_scratch(self, passes: int, groups: int, blocks: int, nt: int) -> None:
