@@ -37,6 +37,7 @@ MAX_PASS_TOKENS = 8 * MMA_TOKEN_TILES[-1]  # tokens one pass of a tensor-core GE
 # groups split K across blocks. A constant, not read from the device, so the arithmetic is the same on every GPU.
 MMA_TARGET_BLOCKS = 3 * 132
 MMA_MAX_CLUSTER = 16  # blocks of a thread-block cluster on sm_90 (above 8 with the non-portable size allowed)
+MMA_RESIDENT_BLOCKS = 2 * 132  # GEMV blocks resident at once on the H200 (2 per SM: 128 registers per thread)
 FMA_BUCKETS = (1, 2, 4, 8, 16)  # the M instantiations of the float-type FMA kernels (ptx/gemv.cuh)
 MMA_TYPES = TILED_TYPES  # integer quants: tensor cores over the repacked tiles (ptx/mma.cuh)
 GEMV_TYPES = ("f32", "f16", "bf16", *MMA_TYPES)
@@ -81,17 +82,22 @@ def mma_groups(tiles: int, matrices: int = 1) -> int:
 def mma_blocks_per_group(groups: int, n_sb: int) -> int:
     """B: blocks sharing one tile group (its K cut into B contiguous parts, summed in the order 0..B-1). A
     function of the matrix SHAPE only, never of m: that is what keeps every row count and every prefill chunk
-    bitwise equal (DESIGN invariants 1 and 7). At most MMA_MAX_CLUSTER: the B blocks form one cluster."""
+    bitwise equal (DESIGN invariants 1 and 7)."""
     if groups >= MMA_TARGET_BLOCKS:
         return 1
-    # at most one block per super-block column
-    return max(1, min(-(-MMA_TARGET_BLOCKS // groups), n_sb, MMA_MAX_CLUSTER))
+    return max(1, min(-(-MMA_TARGET_BLOCKS // groups), n_sb))  # at most one block per super-block column
 
 
-def mma_cluster(blocks: int) -> int:
-    """Cluster size of a tensor-core launch: its B blocks of a tile group sum their K parts over distributed
-    shared memory (ptx/mma.cuh cluster_sync), unless QTUI_MMA_CLUSTER=0 (the L2 handshake, for A/B runs)."""
-    return blocks if blocks > 1 and os.environ.get("QTUI_MMA_CLUSTER", "1") != "0" else 1
+def mma_cluster(blocks: int, grid_blocks: int) -> int:
+    """Cluster size of a tensor-core launch of `grid_blocks` blocks, B = `blocks` per tile group: the B blocks of
+    a group sum their K parts over distributed shared memory (ptx/mma.cuh cluster_sync) when the whole grid is
+    resident at once (one wave) and B fits a cluster; else 1, the L2 handshake. Both add the same partials in the
+    same order, so this is a speed choice only. Measured on the H200 (ptx/PERF.md): a one-wave grid gains (0.8b
+    m = 1 step -11 %), a grid of more waves loses (4b qkv 14.6 -> 18.2 us: a cluster waits for B free slots in
+    one GPC). QTUI_MMA_CLUSTER=0 turns it off (A/B runs)."""
+    if blocks <= 1 or blocks > MMA_MAX_CLUSTER or grid_blocks > MMA_RESIDENT_BLOCKS:
+        return 1
+    return blocks if os.environ.get("QTUI_MMA_CLUSTER", "1") != "0" else 1
 
 
 def mma_smem_bytes(qtype: str, nt: int) -> int:
@@ -204,7 +210,7 @@ class KernelTable:
                 MMA_THREADS,
                 args,
                 shmem=mma_smem_bytes(qtype, nt),
-                cluster=mma_cluster(blocks),
+                cluster=mma_cluster(blocks, groups * blocks * passes),
             )
         return self._fma_gemv(qtype, w, x, outputs, m, res)
 
@@ -251,7 +257,7 @@ class KernelTable:
             MMA_THREADS,
             args,
             shmem=mma_smem_bytes(qtype, nt),
-            cluster=mma_cluster(blocks),
+            cluster=mma_cluster(blocks, groups * blocks * passes),
         )
 
     def _check_scratch(self, passes: int, groups: int, blocks: int, nt: int) -> None:

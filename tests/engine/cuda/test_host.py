@@ -12,6 +12,7 @@ from qtui.engine.cuda.kernels import (
     FMA_BUCKETS,
     MAX_PASS_TOKENS,
     MMA_MAX_CLUSTER,
+    MMA_RESIDENT_BLOCKS,
     MMA_TARGET_BLOCKS,
     MMA_TYPES,
     UNIT_BYTES,
@@ -77,25 +78,28 @@ def test_k_split_depends_on_the_shape_only_and_fills_the_gpu():
     assert [mma_groups(t) for t in (1, 8, 9, 160)] == [1, 1, 2, 20] and mma_groups(9, 2) == 3
     for groups, n_sb in ((20, 36), (20, 16), (8, 14), (97, 10), (1940, 10), (1, 1), (1, 40)):
         b = mma_blocks_per_group(groups, n_sb)
-        assert 1 <= b <= min(n_sb, MMA_MAX_CLUSTER)  # the B blocks of a group form one thread-block cluster
-        assert b == 1 or groups * b >= MMA_TARGET_BLOCKS or b in (n_sb, MMA_MAX_CLUSTER)
-        full = min(MMA_TARGET_BLOCKS, groups * n_sb, groups * MMA_MAX_CLUSTER)
-        assert groups >= MMA_TARGET_BLOCKS or groups * b >= full
+        assert 1 <= b <= n_sb
+        assert b == 1 or groups * b >= MMA_TARGET_BLOCKS or b == n_sb
+        assert groups >= MMA_TARGET_BLOCKS or groups * b >= min(MMA_TARGET_BLOCKS, groups * n_sb)
 
 
-def test_k_parts_of_a_group_launch_as_one_cluster(monkeypatch):
+def test_k_parts_of_a_group_launch_as_one_cluster_when_the_grid_is_one_wave(monkeypatch):
     """The B blocks of a tile group are one cluster (blocks group*B .. group*B + B-1: their partials are summed
-    over distributed shared memory); QTUI_MMA_CLUSTER=0 launches them unclustered (the L2 handshake)."""
+    over distributed shared memory) when B fits a cluster and the grid is resident at once; otherwise, and with
+    QTUI_MMA_CLUSTER=0, they launch unclustered (the L2 handshake). Never a function of anything but the grid."""
     kt = KernelTable(dry=True)
-    x = Split(1 << 20, 1 << 21, 9216)
-    for outs, clustered in (([(3, 2560)], True), ([(3, 248320)], False)):  # ffn down: B > 1; lm head: B = 1
-        k = kt.gemv(qtype="q4_k", w=1, x=x, outputs=outs, m=1)
-        blocks = mma_blocks_per_group(mma_groups(-(-outs[0][1] // 16)), 9216 // 256)
-        assert (blocks > 1) == clustered and k.cluster == blocks and k.grid[0] % k.cluster == 0
-    s = kt.swiglu_gemv(qtype="q4_k", w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=3)
-    assert s.cluster == mma_blocks_per_group(144, 10) > 1
+    for n_out, n_in, m in ((1024, 3584, 1), (2560, 4096, 1), (12352, 2560, 1), (248320, 2560, 1), (1024, 3584, 256)):
+        k = kt.gemv(qtype="q4_k", w=1, x=Split(1 << 20, 1 << 21, n_in), outputs=[(3, n_out)], m=m)
+        blocks = mma_blocks_per_group(mma_groups(-(-n_out // 16)), n_in // 256)
+        one_wave = k.grid[0] * k.grid[1] <= MMA_RESIDENT_BLOCKS
+        assert k.cluster == (blocks if 1 < blocks <= MMA_MAX_CLUSTER and one_wave else 1)
+        assert k.grid[0] % k.cluster == 0
+    assert kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 3584), outputs=[(3, 1024)], m=1).cluster > 1  # 0.8b ffn down
+    assert kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 2560), outputs=[(3, 12352)], m=1).cluster == 1  # 4b qkv
+    s = kt.swiglu_gemv(qtype="q4_k", w_gate=1, w_up=2, x=Split(1, 2, 1024), act=Split(3, 4, 3584), m=3)
+    assert s.cluster == mma_blocks_per_group(56, 4) > 1  # 0.8b gate + up
     monkeypatch.setenv("QTUI_MMA_CLUSTER", "0")
-    assert kt.gemv(qtype="q4_k", w=1, x=x, outputs=[(3, 2560)], m=1).cluster == 1
+    assert kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 3584), outputs=[(3, 1024)], m=1).cluster == 1
 
 
 def test_gemv_sites_choose_kernels_by_type_and_rows():
