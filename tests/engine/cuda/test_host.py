@@ -59,6 +59,26 @@ def test_kernel_prepacks_one_cell_per_argument():
     assert k.params.tolist() == [c.ctypes.data for c in k.cells]  # the void** array the driver reads
 
 
+def test_launch_config_carries_pdl_and_the_cluster_shape():
+    """cuLaunchKernelEx's attributes: programmatic serialization for PDL sites, the cluster dimension (blocks
+    along x) for clustered ones; a cluster that does not divide the grid is refused at construction."""
+    from cuda.bindings import driver as cu
+
+    ids = cu.CUlaunchAttributeID
+    cfg = drv.Kernel(None, "k", (10, 2, 1), 256, [], cluster=5)._launch_config()
+    assert [a.id for a in cfg.attrs] == [
+        ids.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+        ids.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+    ]
+    dim = cfg.attrs[1].value.clusterDim
+    assert (dim.x, dim.y, dim.z) == (5, 1, 1) and cfg.numAttrs == 2
+    cfg = drv.Kernel(None, "k", (10, 2, 1), 256, [], pdl=False, cluster=2)._launch_config()
+    assert [a.id for a in cfg.attrs] == [ids.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION]
+    assert drv.Kernel(None, "k", (10, 2, 1), 256, [])._launch_config().numAttrs == 1
+    with pytest.raises(AssertionError):
+        drv.Kernel(None, "k", (10, 1, 1), 256, [], cluster=4)
+
+
 def test_fma_bucket_is_smallest_instantiation_at_least_m_then_16_row_groups():
     for m in range(1, 300):
         b = fma_bucket(m)
