@@ -1,10 +1,12 @@
 #!/bin/bash
-# A/B of PTX variants on whole steps, on the GPU machine (repo root): `qtui bench --profile --json` with the
-# committed ptx/ (A) and with each variant's .ptxvar/<v>/ (B, C, ...; QTUI_PTX_DIR: a variant's missing modules
-# come from ptx/), then `qtui bench --compare`. Judge a kernel change here, not by one kernel's GEMV speed alone
+# A/B on whole steps, on the GPU machine (repo root): `qtui bench --profile --json` with the committed ptx/ and
+# defaults (A), then once per variant (B, C, ...), then `qtui bench --compare`. A variant is a PTX build
+# .ptxvar/<v>/ (QTUI_PTX_DIR: its missing modules come from ptx/) or, written VAR=value, an environment setting
+# of the host side (e.g. QTUI_MMA_CLUSTER=0). Judge a kernel change here, not by one kernel's GEMV speed alone
 # (PERF.md: 3 blocks per SM won per GEMV and lost on the 0.8b step).
 #   bash tests/engine/cuda/ab_run.sh "<variants>" "<presets>" [bench args]
-# e.g. ab_run.sh "occ3" "4b 0.8b" "--ladder 1,8,16,64 --long-prompt 0". JSON + tables under $OUT/ab-<preset>-*.
+# e.g. ab_run.sh "occ3 QTUI_MMA_CLUSTER=0" "4b 0.8b" "--ladder 1,8,16,64 --long-prompt 0". JSON + tables under
+# $OUT/ab-<preset>-*.
 source tests/engine/cuda/gpu_env.sh
 source tests/engine/cuda/model_spec.sh
 ARGS=${3:-"--ladder 1,4,16,64 --long-prompt 0 --steps 32"}
@@ -12,9 +14,10 @@ for spec in ${2:-4b}; do
   model_spec "$spec" || exit 1
   files=()
   for v in base $1; do
-    dir=ptx; [ "$v" != base ] && dir=.ptxvar/$v
-    f="$OUT/ab-$TAG-$v.json"
-    QTUI_PTX_DIR=$dir timeout ${T_BENCH:-150} python3 -m qtui bench "$GGUF" --engine cuda --profile --json $ARGS \
+    if [[ "$v" == *=* ]]; then setting=("$v"); else setting=(QTUI_PTX_DIR=.ptxvar/$v); fi
+    [ "$v" = base ] && setting=(QTUI_PTX_DIR=ptx)
+    f="$OUT/ab-$TAG-${v//[=\/]/-}.json"
+    env "${setting[@]}" timeout ${T_BENCH:-150} python3 -m qtui bench "$GGUF" --engine cuda --profile --json $ARGS \
       > "$f" 2> "${f%.json}.err" && files+=("$f") || { echo "# $v on $TAG failed:"; tail -5 "${f%.json}.err"; }
   done
   echo "== $TAG: A = base${1:+, then $1}"
