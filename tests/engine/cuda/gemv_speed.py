@@ -1,6 +1,7 @@
 """GEMV kernel speed on the 4b-shaped matrices (not a test: a device-side measurement for ptx/PERF.md).
 
     python3 tests/engine/cuda/gemv_speed.py [--json OUT] [--rows 1,16,64] [--qtype q3_k] [--target-blocks 264]
+                                            [--blocks 1,2,4,8,16]
 
 Each kernel is captured 20 times into one CUDA graph (PDL edges between the launches, as in a step) and
 replayed; time per launch from CUDA events. Prints GB/s of weight bytes read, to compare with the device's
@@ -44,6 +45,11 @@ def main() -> int:
     ap.add_argument("--qtype", help="every matrix in this tiled type instead of the Q4_K_M file's (e.g. q3_k)")
     ap.add_argument("--target-blocks", type=int, help="MMA_TARGET_BLOCKS to try (the K split's block target)")
     ap.add_argument("--ring-bytes", type=int, help="MMA_RING_WARP_BYTES of a variant build (its shared memory)")
+    ap.add_argument(
+        "--blocks",
+        help="K parts B to force on every matrix, one table each (e.g. 1,2,4,8,16: at most "
+        "one per super-block column; clustered where the grid is one wave), to choose B per shape",
+    )
     args = ap.parse_args()
     if args.target_blocks:
         kernels.MMA_TARGET_BLOCKS = args.target_blocks
@@ -55,73 +61,80 @@ def main() -> int:
     rng = np.random.default_rng()
     read_bw = read_bandwidth(kt)
     rows = []
-    for name, qtype, outs, n_in, kind in SHAPES:
-        if args.only and args.only not in name:
-            continue
-        qtype = args.qtype or qtype
-        n_mats = 2 if kind == "swiglu" else 1
-        nbytes = tiled_nbytes(qtype, sum(outs), n_in) * n_mats
-        ws = []
-        for _ in range(n_mats):
-            buf = drv.DeviceBuffer(tiled_nbytes(qtype, sum(outs), n_in))
-            buf.upload(rng.integers(0, 256, buf.nbytes, dtype=np.uint8) & 0x3F, stream)  # small scales: finite
-            ws.append(buf)
-        xb = drv.DeviceBuffer(64 * n_in * 4 + 64 * n_in // 16 * 4)
-        xb.upload(rng.integers(0, 1 << 14, xb.nbytes // 2, dtype=np.uint16) | 0x3C00, stream)  # finite halves
-        x = Split(int(xb), int(xb) + 64 * n_in * 4, n_in)
-        ys = [drv.DeviceBuffer(64 * n * 4) for n in outs]
-        act = drv.DeviceBuffer(64 * outs[0] * 4 + 64 * outs[0] // 16 * 4)
-        for m in [int(r) for r in args.rows.split(",")]:
-            if kind == "swiglu":
-                k = kt.swiglu_gemv(
-                    qtype=qtype,
-                    w_gate=int(ws[0]),
-                    w_up=int(ws[1]),
-                    x=x,
-                    act=Split(int(act), int(act) + 64 * outs[0] * 4, outs[0]),
-                    m=m,
-                )
-            else:
-                k = kt.gemv(qtype=qtype, w=int(ws[0]), x=x, outputs=[(int(y), n) for y, n in zip(ys, outs)], m=m)
-            if args.eager:
-                for _ in range(3):
-                    k.launch(stream)
-                drv.sync(stream)
+    shape_rule = kernels.mma_blocks_per_group
+    for forced in [int(b) for b in args.blocks.split(",")] if args.blocks else [0]:
+        if forced:  # the sites call the module's function at each launch
+            kernels.mma_blocks_per_group = lambda groups, n_sb, *_, b=forced: max(1, min(b, n_sb))
+        else:
+            kernels.mma_blocks_per_group = shape_rule
+        for name, qtype, outs, n_in, kind in SHAPES:
+            if (args.only and args.only not in name) or (forced and name == "lm head"):  # lm head: B = 1 by shape
                 continue
-            graphs = GraphCache(stream)
-            key = (m, "all", 1)
-            graphs.capture(key, [k] * 20)
-            graphs.replay(key)
-            t0, t1 = drv.Event(), drv.Event()
-            t0.record(stream)
-            for _ in range(10):
+            qtype = args.qtype or qtype
+            n_mats = 2 if kind == "swiglu" else 1
+            nbytes = tiled_nbytes(qtype, sum(outs), n_in) * n_mats
+            ws = []
+            for _ in range(n_mats):
+                buf = drv.DeviceBuffer(tiled_nbytes(qtype, sum(outs), n_in))
+                buf.upload(rng.integers(0, 256, buf.nbytes, dtype=np.uint8) & 0x3F, stream)  # small scales: finite
+                ws.append(buf)
+            xb = drv.DeviceBuffer(64 * n_in * 4 + 64 * n_in // 16 * 4)
+            xb.upload(rng.integers(0, 1 << 14, xb.nbytes // 2, dtype=np.uint16) | 0x3C00, stream)  # finite halves
+            x = Split(int(xb), int(xb) + 64 * n_in * 4, n_in)
+            ys = [drv.DeviceBuffer(64 * n * 4) for n in outs]
+            act = drv.DeviceBuffer(64 * outs[0] * 4 + 64 * outs[0] // 16 * 4)
+            for m in [int(r) for r in args.rows.split(",")]:
+                if kind == "swiglu":
+                    k = kt.swiglu_gemv(
+                        qtype=qtype,
+                        w_gate=int(ws[0]),
+                        w_up=int(ws[1]),
+                        x=x,
+                        act=Split(int(act), int(act) + 64 * outs[0] * 4, outs[0]),
+                        m=m,
+                    )
+                else:
+                    k = kt.gemv(qtype=qtype, w=int(ws[0]), x=x, outputs=[(int(y), n) for y, n in zip(ys, outs)], m=m)
+                if args.eager:
+                    for _ in range(3):
+                        k.launch(stream)
+                    drv.sync(stream)
+                    continue
+                graphs = GraphCache(stream)
+                key = (m, "all", 1)
+                graphs.capture(key, [k] * 20)
                 graphs.replay(key)
-            t1.record(stream)
-            t1.synchronize()
-            us = t1.elapsed_ms(t0) * 1e3 / 200
-            rows.append(
-                {
-                    "matrix": name,
-                    "qtype": qtype,
-                    "m": m,
-                    "kernel": k.name,
-                    "grid": list(k.grid),
-                    "us": us,
-                    "mbytes": nbytes / 1e6,
-                    "gb_s": nbytes / us / 1e3,
-                    "pct_read_bw": 100 * nbytes / us / 1e-6 / read_bw,
-                }
-            )
-            graphs.clear()
-        for b in [*ws, xb, *ys, act]:
-            b.free()
+                t0, t1 = drv.Event(), drv.Event()
+                t0.record(stream)
+                for _ in range(10):
+                    graphs.replay(key)
+                t1.record(stream)
+                t1.synchronize()
+                us = t1.elapsed_ms(t0) * 1e3 / 200
+                rows.append(
+                    {
+                        "matrix": name,
+                        "qtype": qtype,
+                        "m": m,
+                        "kernel": k.name,
+                        "grid": list(k.grid),
+                        "cluster": k.cluster,
+                        "us": us,
+                        "mbytes": nbytes / 1e6,
+                        "gb_s": nbytes / us / 1e3,
+                        "pct_read_bw": 100 * nbytes / us / 1e-6 / read_bw,
+                    }
+                )
+                graphs.clear()
+            for b in [*ws, xb, *ys, act]:
+                b.free()
     print(f"streaming read bandwidth {read_bw / 1e12:.2f} TB/s")
-    print(f"{'matrix':18} {'m':>3} {'kernel':22} {'grid':>11} {'us':>8} {'MB':>7} {'GB/s':>7} {'% read':>7}")
+    print(f"{'matrix':18} {'m':>3} {'kernel':22} {'grid':>11} {'cl':>3} {'us':>8} {'MB':>7} {'GB/s':>7} {'% read':>7}")
     for r in rows:
         grid = f"{r['grid'][0]}x{r['grid'][1]}"
         print(
-            f"{r['matrix']:18} {r['m']:3d} {r['kernel']:22} {grid:>11} {r['us']:8.1f} {r['mbytes']:7.1f} "
-            f"{r['gb_s']:7.0f} {r['pct_read_bw']:6.1f}%"
+            f"{r['matrix']:18} {r['m']:3d} {r['kernel']:22} {grid:>11} {r['cluster']:3d} {r['us']:8.1f} "
+            f"{r['mbytes']:7.1f} {r['gb_s']:7.0f} {r['pct_read_bw']:6.1f}%"
         )
     if args.json:
         with open(args.json, "w") as f:
