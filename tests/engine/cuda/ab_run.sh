@@ -14,8 +14,9 @@ for spec in ${2:-4b}; do
   model_spec "$spec" || exit 1
   files=()
   for v in base $1; do
-    if [[ "$v" == *=* ]]; then setting=("$v"); else setting=(QTUI_PTX_DIR=.ptxvar/$v); fi
-    [ "$v" = base ] && setting=(QTUI_PTX_DIR=ptx)
+    if [ "$v" = base ]; then setting=(QTUI_PTX_DIR=ptx)
+    elif [[ "$v" == *=* ]]; then setting=("$v")
+    else setting=(QTUI_PTX_DIR=.ptxvar/$v); fi
     f="$OUT/ab-$TAG-${v//[=\/]/-}.json"
     env "${setting[@]}" timeout ${T_BENCH:-150} python3 -m qtui bench "$GGUF" --engine cuda --profile --json $ARGS \
       > "$f" 2> "${f%.json}.err" && files+=("$f") || { echo "# $v on $TAG failed:"; tail -5 "${f%.json}.err"; }

@@ -62,27 +62,27 @@ def main() -> int:
     read_bw = read_bandwidth(kt)
     rows = []
     shape_rule = kernels.mma_blocks_per_group
-    for forced in [int(b) for b in args.blocks.split(",")] if args.blocks else [0]:
-        if forced:  # the sites call the module's function at each launch
-            kernels.mma_blocks_per_group = lambda groups, n_sb, *_, b=forced: max(1, min(b, n_sb))
-        else:
-            kernels.mma_blocks_per_group = shape_rule
-        for name, qtype, outs, n_in, kind in SHAPES:
-            if (args.only and args.only not in name) or (forced and name == "lm head"):  # lm head: B = 1 by shape
-                continue
-            qtype = args.qtype or qtype
-            n_mats = 2 if kind == "swiglu" else 1
-            nbytes = tiled_nbytes(qtype, sum(outs), n_in) * n_mats
-            ws = []
-            for _ in range(n_mats):
-                buf = drv.DeviceBuffer(tiled_nbytes(qtype, sum(outs), n_in))
-                buf.upload(rng.integers(0, 256, buf.nbytes, dtype=np.uint8) & 0x3F, stream)  # small scales: finite
-                ws.append(buf)
-            xb = drv.DeviceBuffer(64 * n_in * 4 + 64 * n_in // 16 * 4)
-            xb.upload(rng.integers(0, 1 << 14, xb.nbytes // 2, dtype=np.uint16) | 0x3C00, stream)  # finite halves
-            x = Split(int(xb), int(xb) + 64 * n_in * 4, n_in)
-            ys = [drv.DeviceBuffer(64 * n * 4) for n in outs]
-            act = drv.DeviceBuffer(64 * outs[0] * 4 + 64 * outs[0] // 16 * 4)
+    forced_list = [int(b) for b in args.blocks.split(",")] if args.blocks else [0]
+    for name, qtype, outs, n_in, kind in SHAPES:
+        if (args.only and args.only not in name) or (args.blocks and name == "lm head"):  # lm head: B = 1
+            continue
+        qtype = args.qtype or qtype
+        n_mats = 2 if kind == "swiglu" else 1
+        nbytes = tiled_nbytes(qtype, sum(outs), n_in) * n_mats
+        ws = []
+        for _ in range(n_mats):
+            buf = drv.DeviceBuffer(tiled_nbytes(qtype, sum(outs), n_in))
+            buf.upload(rng.integers(0, 256, buf.nbytes, dtype=np.uint8) & 0x3F, stream)  # small scales: finite
+            ws.append(buf)
+        xb = drv.DeviceBuffer(64 * n_in * 4 + 64 * n_in // 16 * 4)
+        xb.upload(rng.integers(0, 1 << 14, xb.nbytes // 2, dtype=np.uint16) | 0x3C00, stream)  # finite halves
+        x = Split(int(xb), int(xb) + 64 * n_in * 4, n_in)
+        ys = [drv.DeviceBuffer(64 * n * 4) for n in outs]
+        act = drv.DeviceBuffer(64 * outs[0] * 4 + 64 * outs[0] // 16 * 4)
+        for forced in forced_list:  # one table per forced K split; the sites read the module's function
+            kernels.mma_blocks_per_group = (
+                (lambda groups, n_sb, *_, b=forced: max(1, min(b, n_sb))) if forced else shape_rule
+            )
             for m in [int(r) for r in args.rows.split(",")]:
                 if kind == "swiglu":
                     k = kt.swiglu_gemv(
@@ -126,8 +126,9 @@ def main() -> int:
                     }
                 )
                 graphs.clear()
-            for b in [*ws, xb, *ys, act]:
-                b.free()
+        kernels.mma_blocks_per_group = shape_rule
+        for buf in [*ws, xb, *ys, act]:
+            buf.free()
     print(f"streaming read bandwidth {read_bw / 1e12:.2f} TB/s")
     print(f"{'matrix':18} {'m':>3} {'kernel':22} {'grid':>11} {'cl':>3} {'us':>8} {'MB':>7} {'GB/s':>7} {'% read':>7}")
     for r in rows:
