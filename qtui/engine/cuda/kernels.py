@@ -36,6 +36,7 @@ MAX_PASS_TOKENS = 8 * MMA_TOKEN_TILES[-1]  # tokens one pass of a tensor-core GE
 # Blocks a tensor-core GEMV aims for (3 resident per SM at NT = 1 on the 132-SM H200): matrices with fewer tile
 # groups split K across blocks. A constant, not read from the device, so the arithmetic is the same on every GPU.
 MMA_TARGET_BLOCKS = 3 * 132
+MMA_GEMV_TARGET_BLOCKS = 132  # plain GEMVs: fewer K parts, one wave, clustered (PERF.md, "Split-K over DSMEM")
 MMA_MAX_CLUSTER = 16  # blocks of a thread-block cluster on sm_90 (above 8 with the non-portable size allowed)
 MMA_RESIDENT_BLOCKS = 2 * 132  # GEMV blocks resident at once on the H200 (2 per SM: 128 registers per thread)
 FMA_BUCKETS = (1, 2, 4, 8, 16)  # the M instantiations of the float-type FMA kernels (ptx/gemv.cuh)
@@ -79,13 +80,13 @@ def mma_groups(tiles: int, matrices: int = 1) -> int:
     return -(-tiles // (MMA_WARPS // matrices))
 
 
-def mma_blocks_per_group(groups: int, n_sb: int) -> int:
+def mma_blocks_per_group(groups: int, n_sb: int, target: int = MMA_TARGET_BLOCKS) -> int:
     """B: blocks sharing one tile group (its K cut into B contiguous parts, summed in the order 0..B-1). A
     function of the matrix SHAPE only, never of m: that is what keeps every row count and every prefill chunk
     bitwise equal (DESIGN invariants 1 and 7)."""
-    if groups >= MMA_TARGET_BLOCKS:
+    if groups >= target:
         return 1
-    return max(1, min(-(-MMA_TARGET_BLOCKS // groups), n_sb))  # at most one block per super-block column
+    return max(1, min(-(-target // groups), n_sb))  # at most one block per super-block column
 
 
 def mma_cluster(blocks: int, grid_blocks: int) -> int:
@@ -196,7 +197,7 @@ class KernelTable:
             nt = mma_token_tiles(m)
             tiles = sum(n_tiles(n) for _, n in outputs)
             groups = mma_groups(tiles)
-            blocks = mma_blocks_per_group(groups, n_in // 256)
+            blocks = mma_blocks_per_group(groups, n_in // 256, MMA_GEMV_TARGET_BLOCKS)
             passes = -(-m // (8 * nt))
             self._check_scratch(passes, groups, blocks, nt)
             args: list[KernelArg] = [(w, P), (x.xs, P), (x.xsum, P), (res, P)]

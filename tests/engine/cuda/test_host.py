@@ -11,6 +11,7 @@ from qtui.engine.cuda import driver as drv
 from qtui.engine.cuda.kernels import (
     FMA_BUCKETS,
     MAX_PASS_TOKENS,
+    MMA_GEMV_TARGET_BLOCKS,
     MMA_MAX_CLUSTER,
     MMA_RESIDENT_BLOCKS,
     MMA_TARGET_BLOCKS,
@@ -110,12 +111,12 @@ def test_k_parts_of_a_group_launch_as_one_cluster_when_the_grid_is_one_wave(monk
     kt = KernelTable(dry=True)
     for n_out, n_in, m in ((1024, 3584, 1), (2560, 4096, 1), (12352, 2560, 1), (248320, 2560, 1), (1024, 3584, 256)):
         k = kt.gemv(qtype="q4_k", w=1, x=Split(1 << 20, 1 << 21, n_in), outputs=[(3, n_out)], m=m)
-        blocks = mma_blocks_per_group(mma_groups(-(-n_out // 16)), n_in // 256)
+        blocks = mma_blocks_per_group(mma_groups(-(-n_out // 16)), n_in // 256, MMA_GEMV_TARGET_BLOCKS)
         one_wave = k.grid[0] * k.grid[1] <= MMA_RESIDENT_BLOCKS
         assert k.cluster == (blocks if 1 < blocks <= MMA_MAX_CLUSTER and one_wave else 1)
         assert k.grid[0] % k.cluster == 0
     assert kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 3584), outputs=[(3, 1024)], m=1).cluster > 1  # 0.8b ffn down
-    assert kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 2560), outputs=[(3, 12352)], m=1).cluster == 1  # 4b qkv
+    assert kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 2560), outputs=[(3, 12352)], m=256).cluster == 1  # 4 passes
     s = kt.swiglu_gemv(qtype="q4_k", w_gate=1, w_up=2, x=Split(1, 2, 1024), act=Split(3, 4, 3584), m=3)
     assert s.cluster == mma_blocks_per_group(56, 4) > 1  # 0.8b gate + up
     monkeypatch.setenv("QTUI_MMA_CLUSTER", "0")
@@ -133,7 +134,7 @@ def test_gemv_sites_choose_kernels_by_type_and_rows():
             k = kt.gemv(qtype=qtype, w=1, x=x, outputs=[(3, 2560)], m=m, res=3)
             assert k.name == f"mma_gemv_{qtype}_n{nt}" and k.grid[1] == passes and k.block == 256 and k.pdl
             grids.add(k.grid[0])
-        assert grids == {20 * mma_blocks_per_group(20, 36)}
+        assert grids == {20 * mma_blocks_per_group(20, 36, MMA_GEMV_TARGET_BLOCKS)}
         k = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=3)
         assert k.name == f"mma_swiglu_{qtype}_n1" and k.grid == (144 * mma_blocks_per_group(144, 10), 1, 1)
     k = kt.gemv(qtype="f16", w=1, x=Split(1, 2, 512), outputs=[(3, 40)], m=40, res=0)
