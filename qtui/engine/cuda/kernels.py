@@ -89,14 +89,15 @@ def mma_blocks_per_group(groups: int, n_sb: int, target: int = MMA_TARGET_BLOCKS
     return max(1, min(-(-target // groups), n_sb))  # at most one block per super-block column
 
 
-def mma_cluster(blocks: int, grid_blocks: int) -> int:
+def mma_cluster(blocks: int, grid_blocks: int, nt: int = 1) -> int:
     """Cluster size of a tensor-core launch of `grid_blocks` blocks, B = `blocks` per tile group: the B blocks of
     a group sum their K parts over distributed shared memory (ptx/mma.cuh cluster_sync) when the whole grid is
     resident at once (one wave) and B fits a cluster; else 1, the L2 handshake. Both add the same partials in the
     same order, so this is a speed choice only. Measured on the H200 (ptx/PERF.md): a one-wave grid gains (0.8b
     m = 1 step -11 %), a grid of more waves loses (4b qkv 14.6 -> 18.2 us: a cluster waits for B free slots in
-    one GPC). QTUI_MMA_CLUSTER=0 turns it off (A/B runs)."""
-    if blocks <= 1 or blocks > MMA_MAX_CLUSTER or grid_blocks > MMA_RESIDENT_BLOCKS:
+    one GPC), and so did the 0.8b m = 64 step and prefill (3 - 5 %): decode tiles only (nt <= MMA_RING_NT).
+    QTUI_MMA_CLUSTER=0 turns it off (A/B runs)."""
+    if blocks <= 1 or blocks > MMA_MAX_CLUSTER or grid_blocks > MMA_RESIDENT_BLOCKS or nt > MMA_RING_NT:
         return 1
     return blocks if os.environ.get("QTUI_MMA_CLUSTER", "1") != "0" else 1
 
@@ -211,7 +212,7 @@ class KernelTable:
                 MMA_THREADS,
                 args,
                 shmem=mma_smem_bytes(qtype, nt),
-                cluster=mma_cluster(blocks, groups * blocks * passes),
+                cluster=mma_cluster(blocks, groups * blocks * passes, nt),
             )
         return self._fma_gemv(qtype, w, x, outputs, m, res)
 
@@ -258,7 +259,7 @@ class KernelTable:
             MMA_THREADS,
             args,
             shmem=mma_smem_bytes(qtype, nt),
-            cluster=mma_cluster(blocks, groups * blocks * passes),
+            cluster=mma_cluster(blocks, groups * blocks * passes, nt),
         )
 
     def _check_scratch(self, passes: int, groups: int, blocks: int, nt: int) -> None:

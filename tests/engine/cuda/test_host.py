@@ -14,6 +14,7 @@ from qtui.engine.cuda.kernels import (
     MMA_GEMV_TARGET_BLOCKS,
     MMA_MAX_CLUSTER,
     MMA_RESIDENT_BLOCKS,
+    MMA_RING_NT,
     MMA_TARGET_BLOCKS,
     MMA_TYPES,
     UNIT_BYTES,
@@ -109,11 +110,12 @@ def test_k_parts_of_a_group_launch_as_one_cluster_when_the_grid_is_one_wave(monk
     over distributed shared memory) when B fits a cluster and the grid is resident at once; otherwise, and with
     QTUI_MMA_CLUSTER=0, they launch unclustered (the L2 handshake). Never a function of anything but the grid."""
     kt = KernelTable(dry=True)
-    for n_out, n_in, m in ((1024, 3584, 1), (2560, 4096, 1), (12352, 2560, 1), (248320, 2560, 1), (1024, 3584, 256)):
+    for n_out, n_in, m in ((1024, 3584, 1), (2560, 4096, 1), (12352, 2560, 1), (248320, 2560, 1), (1024, 3584, 64)):
         k = kt.gemv(qtype="q4_k", w=1, x=Split(1 << 20, 1 << 21, n_in), outputs=[(3, n_out)], m=m)
         blocks = mma_blocks_per_group(mma_groups(-(-n_out // 16)), n_in // 256, MMA_GEMV_TARGET_BLOCKS)
         one_wave = k.grid[0] * k.grid[1] <= MMA_RESIDENT_BLOCKS
-        assert k.cluster == (blocks if 1 < blocks <= MMA_MAX_CLUSTER and one_wave else 1)
+        decode_tiles = mma_token_tiles(m) <= MMA_RING_NT
+        assert k.cluster == (blocks if 1 < blocks <= MMA_MAX_CLUSTER and one_wave and decode_tiles else 1)
         assert k.grid[0] % k.cluster == 0
     assert kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 3584), outputs=[(3, 1024)], m=1).cluster > 1  # 0.8b ffn down
     assert kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 2560), outputs=[(3, 12352)], m=256).cluster == 1  # 4 passes
