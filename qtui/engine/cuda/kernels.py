@@ -80,10 +80,11 @@ def mma_groups(tiles: int, matrices: int = 1) -> int:
     return -(-tiles // (MMA_WARPS // matrices))
 
 
-def mma_blocks_per_group(groups: int, n_sb: int, target: int = MMA_TARGET_BLOCKS) -> int:
+def mma_blocks_per_group(groups: int, n_sb: int, target: int | None = None) -> int:
     """B: blocks sharing one tile group (its K cut into B contiguous parts, summed in the order 0..B-1). A
     function of the matrix SHAPE only, never of m: that is what keeps every row count and every prefill chunk
     bitwise equal (DESIGN invariants 1 and 7)."""
+    target = MMA_TARGET_BLOCKS if target is None else target  # read at the call: gemv_speed.py sets it
     if groups >= target:
         return 1
     return max(1, min(-(-target // groups), n_sb))  # at most one block per super-block column

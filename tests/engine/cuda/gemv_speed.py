@@ -51,8 +51,8 @@ def main() -> int:
         "one per super-block column; clustered where the grid is one wave), to choose B per shape",
     )
     args = ap.parse_args()
-    if args.target_blocks:
-        kernels.MMA_TARGET_BLOCKS = args.target_blocks
+    if args.target_blocks:  # both the SwiGLU's and the plain GEMVs' targets
+        kernels.MMA_TARGET_BLOCKS = kernels.MMA_GEMV_TARGET_BLOCKS = args.target_blocks
     if args.ring_bytes is not None:
         kernels.MMA_RING_WARP_BYTES = args.ring_bytes
 
