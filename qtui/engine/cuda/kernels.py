@@ -37,7 +37,7 @@ MAX_PASS_TOKENS = 8 * MMA_TOKEN_TILES[-1]  # tokens one pass of a tensor-core GE
 # groups split K across blocks. A constant, not read from the device, so the arithmetic is the same on every GPU.
 MMA_TARGET_BLOCKS = 3 * 132
 # plain GEMVs: fewer K parts, one wave, clustered (PERF.md, "Split-K over distributed shared memory");
-# QTUI_MMA_GEMV_TARGET_BLOCKS=396 gives main's split back (A/B runs: tests/engine/cuda/env_ab_run.sh)
+# QTUI_MMA_GEMV_TARGET_BLOCKS=396 gives main's split back (A/B runs: tests/engine/cuda/ab_run.sh)
 MMA_GEMV_TARGET_BLOCKS = int(os.environ.get("QTUI_MMA_GEMV_TARGET_BLOCKS", "132"))
 MMA_MAX_CLUSTER = 16  # blocks of a thread-block cluster on sm_90 (above 8 with the non-portable size allowed)
 MMA_RESIDENT_BLOCKS = 2 * 132  # GEMV blocks resident at once on the H200 (2 per SM: 128 registers per thread)
