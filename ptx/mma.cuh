@@ -579,17 +579,26 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
         : "memory");
 }
 
-// ---- One warp: NT token tiles x one 16-row tile over super-blocks [sb0, sb1). acc[nt][i] is the C fragment:
+// ---- One warp: NT token tiles x one 16-row tile over the K parts [pa, pb) of `parts` (part p = super-blocks
+// [p n_sb / parts, (p + 1) n_sb / parts)). With one part, acc is its sum. With several (the serial K split:
+// kernels.py mma_serial_k), each part is summed from zero as a block of the parallel split would sum it, and the
+// part sums are added in the order pa, pa + 1, ... (kept in the warp's output tile between parts), the same float
+// additions as the cross-block combine of mma_group: bitwise the parallel result. acc[nt][i] is the C fragment:
 // i = 0,1 -> row g, tokens tok0 + 8nt + 2t + {0,1}; i = 2,3 -> row g + 8. The first units' weights are asked for
 // BEFORE pdl_wait (weights are never written by a kernel): they stream while the previous kernel drains. ----
 template <class F, int NT>
-__device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int sb0, int sb1,
+__device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int pa, int pb, int parts,
                                          const uint4* __restrict__ xs, const float* __restrict__ xsum, int n_in,
                                          int tok0, int m, uint8_t* ring, float (&acc)[NT][4]) {
     constexpr bool MIN_BY_MMA = F::MIN_MMA && MMA_MIN_MMA;
     constexpr int D = Ring<F, NT>::DEPTH;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int quads = n_in >> 2, slices = n_in >> 4, units = sb1 - sb0;
+    const int quads = n_in >> 2, slices = n_in >> 4, n_sb = n_in >> 8;
+    const int sb0 = pa * n_sb / parts, sb1 = pb * n_sb / parts, units = sb1 - sb0;
+    // serial parts keep their running sum in the output tile (free during the K loop without the ring)
+    if (Ring<F, NT>::ON && pb - pa > 1) __trap();  // kernels.py runs serial parts only above MMA_RING_NT
+    float* tot = reinterpret_cast<float*>(ring);
+    int part = pa, part_end = (pa + 1) * n_sb / parts;
     const uint8_t* first = tile + (long long)F::UNIT * sb0;
     const uint32_t slots = smem_u32(ring), bars = slots + Ring<F, NT>::SLOTS;
 #pragma unroll
@@ -668,11 +677,29 @@ __device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int s
             }
         }
         if constexpr (MIN_BY_MMA) min_by_mma<F, NT>(scales, srow, du, t, acc);
+        if (!Ring<F, NT>::ON && pb - pa > 1 && sb + 1 == part_end) {  // part `part` is summed: add it in order
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    float& T = tot[(8 * nt + 2 * t + (i & 1)) * 16 + g + 8 * (i >> 1)];
+                    T = part == pa ? acc[nt][i] : T + acc[nt][i];
+                    acc[nt][i] = 0.0f;
+                }
+            part++;
+            part_end = (part + 1) * n_sb / parts;
+        }
         if (Ring<F, NT>::ON) {  // every lane has used its words of the slot: refill it with unit du + D
             __syncwarp();
             if (lane == 0 && du + D < units)
                 bulk_copy(slots + (du % D) * F::UNIT, first + (long long)F::UNIT * (du + D), F::UNIT, bars + 8 * (du % D));
         }
+    }
+    if (!Ring<F, NT>::ON && pb - pa > 1) {
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) acc[nt][i] = tot[(8 * nt + 2 * t + (i & 1)) * 16 + g + 8 * (i >> 1)];
     }
 }
 
@@ -714,7 +741,8 @@ __device__ __forceinline__ float ld_cluster(const float* local, uint32_t rank) {
 struct MmaShape {
     int n_in, m;        // K, and the tokens of the launch
     int n_tiles;        // 16-row tiles of (each) matrix
-    int blocks;         // B: blocks per tile group (the K split); gridDim.x = ceil(n_tiles / TPB) * B
+    int blocks;         // blocks per tile group: B (the K parts in parallel) or 1 (one block walks them in order)
+    int parts;          // B: K parts (kernels.py mma_blocks_per_group); gridDim.x = ceil(n_tiles / TPB) * blocks
 };
 
 // The block: tile group `group` (TPB = MMA_WARPS / R consecutive tiles of each of R matrices, one per warp) over
@@ -722,8 +750,9 @@ struct MmaShape {
 // quads each loads are the ones its neighbours just loaded (L1 hits: x is read from L2 once per tile group, not
 // once per tile). With B > 1 the B partials are summed in the order 0..B-1: launched as a cluster of B blocks,
 // by K part 0 over distributed shared memory (cluster_sync); otherwise each block leaves its partial sums in
-// `scratch`, and the last block of the group to finish (an atomic counter) sums them. The same float additions
-// in the same order either way. smem: the block's dynamic shared memory,
+// `scratch`, and the last block of the group to finish (an atomic counter) sums them. Or one block per group
+// walks the B parts in order (blocks == 1: the serial K split of large token tiles, where the grid has blocks
+// enough without the split). The same float additions in the same order every way. smem: the block's dynamic shared memory,
 // Ring<F, NT>::BYTES per warp. Leaves warp w's tile in out_tile<F, NT>(smem, w)[tok * 16 + row] and returns true in the
 // block that must run the epilogue (false: another block of this group will).
 template <class F, int NT, int R>
@@ -735,13 +764,14 @@ __device__ __forceinline__ bool mma_group(const uint8_t* const (&W)[R], int grou
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_sb = sh.n_in >> 8;
     const int tile = group * TPB + warp % TPB;
     const bool real = tile < sh.n_tiles;  // a group's last tiles may be past the matrix: computed nothing
+    const bool serial = sh.blocks == 1 && sh.parts > 1;  // this block walks all K parts (mma_warp adds them)
     const int tok0 = blockIdx.y * NT * 8;
     uint32_t smem_bytes;
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(smem_bytes));
     if (smem_bytes < MMA_WARPS * Ring<F, NT>::BYTES) __trap();  // launched with less than kernels.py mma_smem_bytes
     float acc[NT][4];
     mma_warp<F, NT>(W[warp / TPB] + (long long)F::UNIT * n_sb * min(tile, sh.n_tiles - 1),
-                    real ? b * n_sb / sh.blocks : 0, real ? (b + 1) * n_sb / sh.blocks : 0, xs, xsum, sh.n_in, tok0,
+                    real ? (serial ? 0 : b) : 0, real ? (serial ? sh.parts : b + 1) : 0, sh.parts, xs, xsum, sh.n_in, tok0,
                     sh.m, smem + warp * Ring<F, NT>::BYTES, acc);
     const int g = lane >> 2, t = lane & 3;
     // fragment element (nt, i) of this lane <-> position (token 8nt + 2t + (i & 1), row g + 8 (i >> 1)) of the tile
@@ -865,16 +895,16 @@ __device__ __forceinline__ void mma_swiglu_body(const uint8_t* Wg, const uint8_t
 #define MMA_KERNELS(FMT, NAME, NT)                                                                            \
     extern "C" __global__ void __launch_bounds__(MMA_THREADS, MMA_MIN_BLOCKS(NT)) mma_gemv_##NAME##_n##NT(     \
         const uint8_t* W, const uint4* xs, const float* xsum, const float* res, float* y0, int n0, float* y1,  \
-        int n1, float* y2, int n2, float* y3, int n3, int n_in, int m, int n_tiles, int blocks,               \
+        int n1, float* y2, int n2, float* y3, int n3, int n_in, int m, int n_tiles, int blocks, int parts,    \
         float* scratch, int* counters) {                                                                      \
         const Segments seg{{y0, y1, y2, y3}, {n0, n1, n2, n3}, res};                                          \
-        mma_gemv_body<FMT, NT>(W, xs, xsum, seg, MmaShape{n_in, m, n_tiles, blocks}, scratch, counters);      \
+        mma_gemv_body<FMT, NT>(W, xs, xsum, seg, MmaShape{n_in, m, n_tiles, blocks, parts}, scratch, counters); \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(MMA_THREADS, MMA_MIN_BLOCKS(NT)) mma_swiglu_##NAME##_n##NT(   \
         const uint8_t* Wg, const uint8_t* Wu, const uint4* xs, const float* xsum, uint4* act, float* act_sum,  \
-        int n_ff, int n_in, int m, int blocks, float* scratch, int* counters) {                               \
+        int n_ff, int n_in, int m, int blocks, int parts, float* scratch, int* counters) {                    \
         mma_swiglu_body<FMT, NT>(Wg, Wu, xs, xsum, act, act_sum, n_ff,                                        \
-                                 MmaShape{n_in, m, (n_ff + 15) >> 4, blocks}, scratch, counters);             \
+                                 MmaShape{n_in, m, (n_ff + 15) >> 4, blocks, parts}, scratch, counters);      \
     }
 
 // Token tiles: NT = 1, 2, 4, 8 (m <= 8, 16, 32, 64 per pass; longer prefill chunks run 64-token passes).

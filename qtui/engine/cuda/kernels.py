@@ -39,6 +39,16 @@ MMA_TARGET_BLOCKS = 3 * 132
 # plain GEMVs: fewer K parts, one wave, clustered (PERF.md, "Split-K over distributed shared memory");
 # QTUI_MMA_GEMV_TARGET_BLOCKS=396 gives main's split back (A/B runs: tests/engine/cuda/ab_run.sh)
 MMA_GEMV_TARGET_BLOCKS = int(os.environ.get("QTUI_MMA_GEMV_TARGET_BLOCKS", "132"))
+# Token tiles from which one block walks all K parts of its tile group in order (the serial K split) instead of B
+# blocks each taking one: with 32 or 64 tokens per pass the tile groups x passes fill the GPU without the split,
+# and the split's partials (NT * 128 floats per warp and part, through L2 or DSMEM) would cost as much as the
+# weights. The same additions in the same order either way (ptx/mma.cuh mma_warp). QTUI_MMA_SERIAL_NT sets it for
+# A/B runs (99: never); only above MMA_RING_NT (the ring's slots hold the running sum otherwise).
+MMA_SERIAL_NT = int(os.environ.get("QTUI_MMA_SERIAL_NT", "4"))
+MMA_SERIAL_MIN_BLOCKS = int(os.environ.get("QTUI_MMA_SERIAL_MIN_BLOCKS", "0"))
+# Token tiles of one pass at most (fewer: more passes, each reading the weights again, mostly from L2); for A/B
+# runs of the pass size (QTUI_MMA_MAX_NT). Speed only: a column's sums do not depend on the pass.
+MMA_MAX_NT = int(os.environ.get("QTUI_MMA_MAX_NT", str(MMA_TOKEN_TILES[-1])))
 MMA_MAX_CLUSTER = 16  # blocks of a thread-block cluster on sm_90 (above 8 with the non-portable size allowed)
 MMA_RESIDENT_BLOCKS = 2 * 132  # GEMV blocks resident at once on the H200 (2 per SM: 128 registers per thread)
 FMA_BUCKETS = (1, 2, 4, 8, 16)  # the M instantiations of the float-type FMA kernels (ptx/gemv.cuh)
@@ -73,8 +83,9 @@ def fma_bucket(m: int) -> int:
 
 
 def mma_token_tiles(m: int) -> int:
-    """NT of the tensor-core kernels for m rows: 8-token tiles per pass (m > 64: passes of 64 tokens)."""
-    return next((nt for nt in MMA_TOKEN_TILES if 8 * nt >= m), MMA_TOKEN_TILES[-1])
+    """NT of the tensor-core kernels for m rows: 8-token tiles per pass (m > 8 MMA_MAX_NT: passes of that many)."""
+    tiles = [nt for nt in MMA_TOKEN_TILES if nt <= MMA_MAX_NT]
+    return next((nt for nt in tiles if 8 * nt >= m), tiles[-1])
 
 
 def mma_groups(tiles: int, matrices: int = 1) -> int:
@@ -90,6 +101,14 @@ def mma_blocks_per_group(groups: int, n_sb: int, target: int | None = None) -> i
     if groups >= target:
         return 1
     return max(1, min(-(-target // groups), n_sb))  # at most one block per super-block column
+
+
+def mma_launch_blocks(nt: int, parts: int, grid_blocks: int) -> int:
+    """Blocks per tile group of a launch with NT token tiles, `parts` K parts and `grid_blocks` = tile groups x
+    passes: `parts` (one part each, combined across blocks) or 1 (the serial K split: from MMA_SERIAL_NT token
+    tiles on, where the grid has MMA_SERIAL_MIN_BLOCKS blocks without the split). Speed only: the sums are the same."""
+    serial = nt >= max(MMA_SERIAL_NT, MMA_RING_NT + 1) and grid_blocks >= MMA_SERIAL_MIN_BLOCKS
+    return 1 if serial else parts
 
 
 def mma_cluster(blocks: int, grid_blocks: int, nt: int = 1) -> int:
@@ -201,13 +220,15 @@ class KernelTable:
             nt = mma_token_tiles(m)
             tiles = sum(n_tiles(n) for _, n in outputs)
             groups = mma_groups(tiles)
-            blocks = mma_blocks_per_group(groups, n_in // 256, MMA_GEMV_TARGET_BLOCKS)
+            parts = mma_blocks_per_group(groups, n_in // 256, MMA_GEMV_TARGET_BLOCKS)
             passes = -(-m // (8 * nt))
+            blocks = mma_launch_blocks(nt, parts, groups * passes)
             self._check_scratch(passes, groups, blocks, nt)
             args: list[KernelArg] = [(w, P), (x.xs, P), (x.xsum, P), (res, P)]
             for y, n in outs:
                 args += [(y, P), (n, I32)]
-            args += [(n_in, I32), (m, I32), (tiles, I32), (blocks, I32), (self.scratch, P), (self.counters, P)]
+            args += [(n_in, I32), (m, I32), (tiles, I32), (blocks, I32), (parts, I32)]
+            args += [(self.scratch, P), (self.counters, P)]
             return self._site(
                 f"gemv_{qtype}",
                 f"mma_gemv_{qtype}_n{nt}",
@@ -238,7 +259,9 @@ class KernelTable:
         """act[m] = split(silu(x @ Wg^T) * (x @ Wu^T)) for gate and up of one tiled type (n_ff = act.n)."""
         assert qtype in MMA_TYPES and act.n % 16 == 0
         nt, groups = mma_token_tiles(m), mma_groups(n_tiles(act.n), 2)
-        blocks, passes = mma_blocks_per_group(groups, x.n // 256), -(-m // (8 * nt))
+        parts = mma_blocks_per_group(groups, x.n // 256)
+        passes = -(-m // (8 * nt))
+        blocks = mma_launch_blocks(nt, parts, groups * passes)
         self._check_scratch(passes, groups, blocks, nt)
         args: list[KernelArg] = [
             (w_gate, P),
@@ -251,6 +274,7 @@ class KernelTable:
             (x.n, I32),
             (m, I32),
             (blocks, I32),
+            (parts, I32),
             (self.scratch, P),
             (self.counters, P),
         ]

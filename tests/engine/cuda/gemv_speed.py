@@ -50,7 +50,16 @@ def main() -> int:
         help="K parts B to force on every matrix, one table each (e.g. 1,2,4,8,16: at most "
         "one per super-block column; clustered where the grid is one wave), to choose B per shape",
     )
+    ap.add_argument("--serial-nt", type=int, help="MMA_SERIAL_NT to try (token tiles from which K parts run serially)")
+    ap.add_argument("--serial-min-blocks", type=int, help="MMA_SERIAL_MIN_BLOCKS to try")
+    ap.add_argument("--max-nt", type=int, help="MMA_MAX_NT to try (token tiles per pass at most)")
     args = ap.parse_args()
+    if args.serial_nt is not None:
+        kernels.MMA_SERIAL_NT = args.serial_nt
+    if args.serial_min_blocks is not None:
+        kernels.MMA_SERIAL_MIN_BLOCKS = args.serial_min_blocks
+    if args.max_nt is not None:
+        kernels.MMA_MAX_NT = args.max_nt
     if args.target_blocks:  # both the SwiGLU's and the plain GEMVs' targets
         kernels.MMA_TARGET_BLOCKS = kernels.MMA_GEMV_TARGET_BLOCKS = args.target_blocks
     if args.ring_bytes is not None:
@@ -74,11 +83,12 @@ def main() -> int:
             buf = drv.DeviceBuffer(tiled_nbytes(qtype, sum(outs), n_in))
             buf.upload(rng.integers(0, 256, buf.nbytes, dtype=np.uint8) & 0x3F, stream)  # small scales: finite
             ws.append(buf)
-        xb = drv.DeviceBuffer(64 * n_in * 4 + 64 * n_in // 16 * 4)
+        top = max(64, *(int(r) for r in args.rows.split(",")))  # rows the buffers hold
+        xb = drv.DeviceBuffer(top * n_in * 4 + top * n_in // 16 * 4)
         xb.upload(rng.integers(0, 1 << 14, xb.nbytes // 2, dtype=np.uint16) | 0x3C00, stream)  # finite halves
-        x = Split(int(xb), int(xb) + 64 * n_in * 4, n_in)
-        ys = [drv.DeviceBuffer(64 * n * 4) for n in outs]
-        act = drv.DeviceBuffer(64 * outs[0] * 4 + 64 * outs[0] // 16 * 4)
+        x = Split(int(xb), int(xb) + top * n_in * 4, n_in)
+        ys = [drv.DeviceBuffer(top * n * 4) for n in outs]
+        act = drv.DeviceBuffer(top * outs[0] * 4 + top * outs[0] // 16 * 4)
         for forced in forced_list:  # one table per forced K split; the sites read the module's function
             kernels.mma_blocks_per_group = (
                 (lambda groups, n_sb, *_, b=forced: max(1, min(b, n_sb))) if forced else shape_rule

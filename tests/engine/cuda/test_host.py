@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from qtui.engine.cuda import driver as drv
+from qtui.engine.cuda import kernels
 from qtui.engine.cuda.kernels import (
     FMA_BUCKETS,
     MAX_PASS_TOKENS,
@@ -127,18 +128,22 @@ def test_k_parts_of_a_group_launch_as_one_cluster_when_the_grid_is_one_wave(monk
 
 def test_gemv_sites_choose_kernels_by_type_and_rows():
     """Quant types go to ptx/mma.cuh (tiles x K split blocks, 64-token passes); float types keep the FMA path
-    over 16-row groups. The K split (grid.x) never changes with m."""
+    over 16-row groups. The K split (the `parts` argument) never changes with m; from MMA_SERIAL_NT token tiles on,
+    one block per tile group walks the parts (grid.x = groups), below it B blocks do (grid.x = groups * B)."""
     kt = KernelTable(dry=True)
     x = Split(1 << 20, 1 << 21, 9216)
+    parts = mma_blocks_per_group(20, 36, MMA_GEMV_TARGET_BLOCKS)
+    assert parts > 1
     for qtype in MMA_TYPES:
-        grids = set()
         for m, nt, passes in ((1, 1, 1), (9, 2, 1), (17, 4, 1), (33, 8, 1), (64, 8, 1), (65, 8, 2), (256, 8, 4)):
             k = kt.gemv(qtype=qtype, w=1, x=x, outputs=[(3, 2560)], m=m, res=3)
             assert k.name == f"mma_gemv_{qtype}_n{nt}" and k.grid[1] == passes and k.block == 256 and k.pdl
-            grids.add(k.grid[0])
-        assert grids == {20 * mma_blocks_per_group(20, 36, MMA_GEMV_TARGET_BLOCKS)}
+            serial = nt >= max(kernels.MMA_SERIAL_NT, MMA_RING_NT + 1)
+            assert k.grid[0] == 20 * (1 if serial else parts) and int(k.cells[-3][0]) == parts
         k = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=3)
         assert k.name == f"mma_swiglu_{qtype}_n1" and k.grid == (144 * mma_blocks_per_group(144, 10), 1, 1)
+        k = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=64)
+        assert int(k.cells[-3][0]) == mma_blocks_per_group(144, 10)
     k = kt.gemv(qtype="f16", w=1, x=Split(1, 2, 512), outputs=[(3, 40)], m=40, res=0)
     assert k.name == "gemv_f16_m16" and k.grid == (10, 3, 1) and k.block == 128
     assert not kt.embed(qtype="q6_k", m=2, table=1, tokens=2, out=3, n_embd=256).pdl  # a step's first kernel
