@@ -35,7 +35,7 @@
 // MMA_MIN_MMA: the Q4_K/Q5_K min term by one tensor-core product per unit (k_min_pair) instead of four FMAs per
 // scale group (measured on the H200: 455 vs 548 instructions per Q4_K unit, up to 1.35x at m = 16).
 // MMA_MIN_BLOCKS: resident blocks per SM asked of ptxas (2 -> 128 registers per thread; the K loop spills at most
-// a few words at NT = 8, and 16 warps per SM beat 8 there).
+// a few words at NT = 4, and 16 warps per SM beat 8 there).
 #ifndef MMA_MIN_MMA
 #define MMA_MIN_MMA 1
 #endif
@@ -907,9 +907,9 @@ __device__ __forceinline__ void mma_swiglu_body(const uint8_t* Wg, const uint8_t
                                  MmaShape{n_in, m, (n_ff + 15) >> 4, blocks, parts}, scratch, counters);      \
     }
 
-// Token tiles: NT = 1, 2, 4, 8 (m <= 8, 16, 32, 64 per pass; longer prefill chunks run 64-token passes).
+// Token tiles: NT = 1, 2, 4 (m <= 8, 16, 32 per pass; more rows run 32-token passes: kernels.py MMA_TOKEN_TILES).
 #define MMA_ALL(FMT, NAME) MMA_KERNELS(FMT, NAME, 1) MMA_KERNELS(FMT, NAME, 2) MMA_KERNELS(FMT, NAME, 4) \
-    MMA_KERNELS(FMT, NAME, 8) MMA_EMBED(FMT, NAME)
+    MMA_EMBED(FMT, NAME)
 
 // ---- Embedding lookup from the repacked table: out[r][k] = W[tokens[r]][k] dequantized exactly as gguf.quants
 // does it (float32 (scale * q) - min, no FMA contraction), through the GEMV's own fragment and scale decoding.

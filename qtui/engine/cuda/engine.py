@@ -22,7 +22,7 @@ import numpy as np
 from qtui.engine.cuda import driver as drv
 from qtui.engine.cuda import sampler as sampling_glue
 from qtui.engine.cuda.graphs import GraphCache
-from qtui.engine.cuda.kernels import ATTN_PIECE, MAX_HEAD_DIM, MAX_PASS_TOKENS, KernelTable
+from qtui.engine.cuda.kernels import ATTN_PIECE, MAX_HEAD_DIM, KernelTable
 from qtui.engine.cuda.step import F32_BYTES, Activations, Head, Pools, build_step
 from qtui.engine.cuda.weights import DeviceWeights
 from qtui.engine.sampling import Choice, SamplingParams
@@ -30,7 +30,7 @@ from qtui.engine.slot_book import SlotBook
 from qtui.errors import EngineUnavailable
 from qtui.model.config import Qwen35Config
 
-MAX_ROWS = MAX_PASS_TOKENS  # rows of one decode step: one 64-token pass of the GEMVs (each weight read once)
+MAX_ROWS = 64  # rows of one decode step (two 32-token passes of the GEMVs, the second reading weights from L2)
 PREFILL_CHUNK = 256  # prompt tokens per prefill step (4 GEMV passes)
 
 
@@ -261,7 +261,7 @@ class CudaEngine(SlotBook):
             "prefill_chunk": self.prefill_chunk,
             # prompt tokens per step while other slots decode: one 64-token GEMV pass, which costs about one
             # 64-row decode step, so such a mixed step costs ~2x a plain one (a 256-token chunk: 4.2x, measured)
-            "mixed_prefill_chunk": min(self.prefill_chunk, MAX_PASS_TOKENS),
+            "mixed_prefill_chunk": min(self.prefill_chunk, MAX_ROWS),
         }
 
     def close(self) -> None:

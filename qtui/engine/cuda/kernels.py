@@ -31,24 +31,24 @@ MMA_WARPS = 8  # ptx/mma.cuh: warps per block, each a K part
 MMA_THREADS = 32 * MMA_WARPS
 MMA_RING_WARP_BYTES = 10240  # ptx/mma.cuh: a warp's weight ring holds at most this many bytes of units
 MMA_RING_NT = 2  # ptx/mma.cuh: token tiles up to which the GEMVs stream weights through the ring
-MMA_TOKEN_TILES = (1, 2, 4, 8)  # NT instantiations: 8*NT tokens per pass
-MAX_PASS_TOKENS = 8 * MMA_TOKEN_TILES[-1]  # tokens one pass of a tensor-core GEMV holds (64)
+# NT instantiations: 8*NT tokens per pass. NT = 8 (64-token passes) was dropped: at m = 64 and in 256-token
+# prefill chunks two or eight 32-token passes were faster on every 4b shape (ptx/PERF.md, "The serial K split").
+MMA_TOKEN_TILES = (1, 2, 4)
+MAX_PASS_TOKENS = 8 * MMA_TOKEN_TILES[-1]  # tokens one pass of a tensor-core GEMV holds (32)
 # Blocks a tensor-core GEMV aims for (3 resident per SM at NT = 1 on the 132-SM H200): matrices with fewer tile
 # groups split K across blocks. A constant, not read from the device, so the arithmetic is the same on every GPU.
 MMA_TARGET_BLOCKS = 3 * 132
 # plain GEMVs: fewer K parts, one wave, clustered (PERF.md, "Split-K over distributed shared memory");
 # QTUI_MMA_GEMV_TARGET_BLOCKS=396 gives main's split back (A/B runs: tests/engine/cuda/ab_run.sh)
 MMA_GEMV_TARGET_BLOCKS = int(os.environ.get("QTUI_MMA_GEMV_TARGET_BLOCKS", "132"))
-# Token tiles from which one block walks all K parts of its tile group in order (the serial K split) instead of B
-# blocks each taking one: with 32 or 64 tokens per pass the tile groups x passes fill the GPU without the split,
-# and the split's partials (NT * 128 floats per warp and part, through L2 or DSMEM) would cost as much as the
-# weights. The same additions in the same order either way (ptx/mma.cuh mma_warp). QTUI_MMA_SERIAL_NT sets it for
-# A/B runs (99: never); only above MMA_RING_NT (the ring's slots hold the running sum otherwise).
+# The serial K split (ptx/mma.cuh mma_warp): one block walks all K parts of its tile group in order instead of B
+# blocks each taking one, when the token tiles are large (NT >= MMA_SERIAL_NT, above MMA_RING_NT: the ring's slots
+# would have to hold the running sum) and the serial grid fills its last wave of resident blocks to at least
+# MMA_SERIAL_MIN_FILL (a 288-block grid on 264 slots runs a second wave for 24 blocks, as long as the first).
+# Measured on the 4b shapes (PERF.md): qkv m = 64 82 -> 77 us, m = 256 342 -> 231 us. Speed only: the same sums.
+# QTUI_MMA_SERIAL_NT=99 turns it off (A/B runs).
 MMA_SERIAL_NT = int(os.environ.get("QTUI_MMA_SERIAL_NT", "4"))
-MMA_SERIAL_MIN_BLOCKS = int(os.environ.get("QTUI_MMA_SERIAL_MIN_BLOCKS", "0"))
-# Token tiles of one pass at most (fewer: more passes, each reading the weights again, mostly from L2); for A/B
-# runs of the pass size (QTUI_MMA_MAX_NT). Speed only: a column's sums do not depend on the pass.
-MMA_MAX_NT = int(os.environ.get("QTUI_MMA_MAX_NT", str(MMA_TOKEN_TILES[-1])))
+MMA_SERIAL_MIN_FILL = 0.6
 MMA_MAX_CLUSTER = 16  # blocks of a thread-block cluster on sm_90 (above 8 with the non-portable size allowed)
 MMA_RESIDENT_BLOCKS = 2 * 132  # GEMV blocks resident at once on the H200 (2 per SM: 128 registers per thread)
 FMA_BUCKETS = (1, 2, 4, 8, 16)  # the M instantiations of the float-type FMA kernels (ptx/gemv.cuh)
@@ -83,9 +83,8 @@ def fma_bucket(m: int) -> int:
 
 
 def mma_token_tiles(m: int) -> int:
-    """NT of the tensor-core kernels for m rows: 8-token tiles per pass (m > 8 MMA_MAX_NT: passes of that many)."""
-    tiles = [nt for nt in MMA_TOKEN_TILES if nt <= MMA_MAX_NT]
-    return next((nt for nt in tiles if 8 * nt >= m), tiles[-1])
+    """NT of the tensor-core kernels for m rows: 8-token tiles per pass (m > MAX_PASS_TOKENS: several passes)."""
+    return next((nt for nt in MMA_TOKEN_TILES if 8 * nt >= m), MMA_TOKEN_TILES[-1])
 
 
 def mma_groups(tiles: int, matrices: int = 1) -> int:
@@ -103,11 +102,13 @@ def mma_blocks_per_group(groups: int, n_sb: int, target: int | None = None) -> i
     return max(1, min(-(-target // groups), n_sb))  # at most one block per super-block column
 
 
-def mma_launch_blocks(nt: int, parts: int, grid_blocks: int) -> int:
-    """Blocks per tile group of a launch with NT token tiles, `parts` K parts and `grid_blocks` = tile groups x
-    passes: `parts` (one part each, combined across blocks) or 1 (the serial K split: from MMA_SERIAL_NT token
-    tiles on, where the grid has MMA_SERIAL_MIN_BLOCKS blocks without the split). Speed only: the sums are the same."""
-    serial = nt >= max(MMA_SERIAL_NT, MMA_RING_NT + 1) and grid_blocks >= MMA_SERIAL_MIN_BLOCKS
+def mma_launch_blocks(nt: int, parts: int, groups: int, passes: int) -> int:
+    """Blocks per tile group of a launch with NT token tiles and `parts` K parts over `groups` tile groups and
+    `passes` token passes: `parts` (one part each, combined across blocks) or 1 (the serial K split, see
+    MMA_SERIAL_NT). A speed choice only: the sums are the same."""
+    grid = groups * passes
+    fill = grid / (MMA_RESIDENT_BLOCKS * -(-grid // MMA_RESIDENT_BLOCKS))  # the share of its waves' slots it uses
+    serial = parts > 1 and nt >= max(MMA_SERIAL_NT, MMA_RING_NT + 1) and fill >= MMA_SERIAL_MIN_FILL
     return 1 if serial else parts
 
 
@@ -222,7 +223,7 @@ class KernelTable:
             groups = mma_groups(tiles)
             parts = mma_blocks_per_group(groups, n_in // 256, MMA_GEMV_TARGET_BLOCKS)
             passes = -(-m // (8 * nt))
-            blocks = mma_launch_blocks(nt, parts, groups * passes)
+            blocks = mma_launch_blocks(nt, parts, groups, passes)
             self._check_scratch(passes, groups, blocks, nt)
             args: list[KernelArg] = [(w, P), (x.xs, P), (x.xsum, P), (res, P)]
             for y, n in outs:
@@ -261,7 +262,7 @@ class KernelTable:
         nt, groups = mma_token_tiles(m), mma_groups(n_tiles(act.n), 2)
         parts = mma_blocks_per_group(groups, x.n // 256)
         passes = -(-m // (8 * nt))
-        blocks = mma_launch_blocks(nt, parts, groups * passes)
+        blocks = mma_launch_blocks(nt, parts, groups, passes)
         self._check_scratch(passes, groups, blocks, nt)
         args: list[KernelArg] = [
             (w_gate, P),

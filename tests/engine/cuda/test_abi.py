@@ -132,7 +132,7 @@ def test_block_sizes_match_the_launch_bounds():
             assert site.block <= bounds[site.name], site.name
             if site.name.startswith("mma_"):
                 assert site.block == bounds[site.name], site.name
-    assert any(n.startswith("mma_gemv_q4_k_n8") for n in bounds)
+    assert any(n.startswith("mma_gemv_q4_k_n4") for n in bounds)
 
 
 def test_every_ptx_entry_has_a_builder():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from qtui.engine.cuda import repack, splitfmt
+from qtui.engine.cuda import kernels, repack, splitfmt
 from qtui.engine.cuda.kernels import GEMV_TYPES, MMA_TYPES, mma_blocks_per_group, mma_groups
 
 from .quantdata import random_weight
@@ -77,11 +77,13 @@ def test_gemv_matches_dequantized_float64_matmul(gpu, qtype):
 
 
 @pytest.mark.parametrize("qtype", GEMV_TYPES)
-@pytest.mark.parametrize("n_out,n_in", [(67, 2560), (2560 // 16 * 3, 4608)])
-def test_every_row_count_is_bitwise_the_single_row(gpu, qtype, n_out, n_in):
+@pytest.mark.parametrize("n_out,n_in,serial", [(67, 2560, False), (2560 // 16 * 3, 4608, True)])
+def test_every_row_count_is_bitwise_the_single_row(gpu, qtype, n_out, n_in, serial, monkeypatch):
     """Row i of an m-row launch is bitwise the m=1 launch on row i alone, for every m in 1..64 (decode steps)
-    and for prefill chunks of 65..256 rows (several 64-token passes); always with a K split across blocks
-    (the groups are few, so B > 1)."""
+    and for prefill chunks of 65..256 rows (several 32-token passes); always with a K split (the groups are few,
+    so B > 1): across blocks at every m, or (`serial`: the fill rule waived) walked by one block from NT = 4 on."""
+    if serial:
+        monkeypatch.setattr(kernels, "MMA_SERIAL_MIN_FILL", 0.0)
     rng = np.random.default_rng()
     w, _ = _weight(gpu, qtype, n_out, n_in, rng)
     top = ROW_COUNTS[-1]
@@ -101,7 +103,10 @@ def test_every_row_count_is_bitwise_the_single_row(gpu, qtype, n_out, n_in):
         diff = np.flatnonzero((got.view(np.uint32) != single[:m].view(np.uint32)).any(axis=1))
         assert diff.size == 0, f"{qtype} m={m}: rows {diff[:10].tolist()} differ from the single-row kernel"
     if qtype in MMA_TYPES:
-        assert mma_blocks_per_group(mma_groups(-(-n_out // 16)), n_in // 256) > 1  # the cross-block combine ran
+        groups = mma_groups(-(-n_out // 16))
+        parts = mma_blocks_per_group(groups, n_in // 256, kernels.MMA_GEMV_TARGET_BLOCKS)
+        k = _gemv(gpu, qtype, w, x_all, y, n_out, 256)
+        assert parts > 1 and k.grid[0] == groups * (1 if serial else parts)  # the combine ran, as the test says
 
 
 @pytest.mark.parametrize("qtype", ["q4_k", "q6_k", "f16"])
@@ -148,17 +153,22 @@ def test_swiglu_gemv_matches_oracle_and_is_row_invariant(gpu, qtype):
     x = rng.standard_normal((top, n_in), dtype=np.float32) * np.float32(0.05)  # gate values O(1-10)
     xsp = gpu.put_split(x)
     results = {}
-    for m in (1, 5, 16, 64, 100):
+    for m, fill in ((1, None), (5, None), (16, None), (64, None), (100, None), (64, 0.0), (100, 0.0)):
         act = gpu.split_buffer(top, n_ff)
-        gpu.run(gpu.kt.swiglu_gemv(qtype=qtype, w_gate=int(wg), w_up=int(wu), x=xsp, act=act, m=m))
-        results[m] = gpu.get_split(act, top)
-    xs, xsum = results[100]
+        with pytest.MonkeyPatch.context() as mp:
+            if fill is not None:  # the serial K split waived in: one block walks the K parts
+                mp.setattr(kernels, "MMA_SERIAL_MIN_FILL", fill)
+            k = gpu.kt.swiglu_gemv(qtype=qtype, w_gate=int(wg), w_up=int(wu), x=xsp, act=act, m=m)
+            assert (k.grid[0] == mma_groups(-(-n_ff // 16), 2)) == (fill is not None)
+        gpu.run(k)
+        results[(m, fill)] = gpu.get_split(act, top)
+    xs, xsum = results[(100, None)]
     got = splitfmt.join(xs)
     g, u = x.astype(np.float64) @ dg.T.astype(np.float64), x.astype(np.float64) @ du.T.astype(np.float64)
     ref = g / (1 + np.exp(-g)) * u
     assert np.isfinite(got).all() and np.linalg.norm(got - ref) / np.linalg.norm(ref) < GEMV_REL_TOL
     assert np.array_equal(xsum.view(np.uint32), splitfmt.slice_sums(got).view(np.uint32))  # its own sums
-    for m, (xs_m, sum_m) in results.items():
+    for (m, _), (xs_m, sum_m) in results.items():
         assert np.array_equal(xs_m[:m], xs[:m]) and np.array_equal(sum_m[:m].view(np.uint32), xsum[:m].view(np.uint32))
 
 

@@ -17,6 +17,7 @@ from qtui.engine.cuda.kernels import (
     MMA_RESIDENT_BLOCKS,
     MMA_RING_NT,
     MMA_TARGET_BLOCKS,
+    MMA_TOKEN_TILES,
     MMA_TYPES,
     UNIT_BYTES,
     KernelTable,
@@ -92,7 +93,7 @@ def test_mma_token_tiles_cover_m_with_fewest_tiles_then_64_token_passes():
     for m in range(1, MAX_PASS_TOKENS + 1):
         nt = mma_token_tiles(m)
         assert 8 * nt >= m and (nt == 1 or 4 * nt < m)
-    assert all(mma_token_tiles(m) == 8 for m in range(65, 300))
+    assert all(mma_token_tiles(m) == MMA_TOKEN_TILES[-1] for m in range(MAX_PASS_TOKENS + 1, 300))
 
 
 def test_k_split_depends_on_the_shape_only_and_fills_the_gpu():
@@ -126,8 +127,25 @@ def test_k_parts_of_a_group_launch_as_one_cluster_when_the_grid_is_one_wave(monk
     assert kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 3584), outputs=[(3, 1024)], m=1).cluster == 1
 
 
+def test_serial_k_split_only_for_large_tiles_and_well_filled_waves(monkeypatch):
+    """One block walks all K parts (1 block per group) only above the ring's token tiles, with more than one part,
+    and when the serial grid uses >= MMA_SERIAL_MIN_FILL of its waves' resident slots; QTUI_MMA_SERIAL_NT=99
+    (read at import) keeps the parallel split everywhere. The K parts themselves never change (the test above)."""
+    lb, waves = kernels.mma_launch_blocks, kernels.MMA_RESIDENT_BLOCKS
+    assert lb(4, 2, 97, 2) == 1  # 194 blocks: 73 % of one wave
+    assert lb(4, 3, 64, 2) == 3  # 128 blocks: 48 %
+    assert lb(4, 3, 144, 2) == 3  # 288 blocks: a second wave for 24 blocks
+    assert lb(4, 3, 64, 8) == 1 and lb(4, 7, 20, 8) == 1  # 512 and 160 blocks
+    assert lb(4, 1, 97, 8) == 1 and lb(2, 5, 200, 1) == 5 and lb(1, 5, 200, 1) == 5  # ring tiles: never serial
+    for grid in range(1, 3 * waves):
+        fill = grid / (waves * -(-grid // waves))
+        assert (lb(4, 3, grid, 1) == 1) == (fill >= kernels.MMA_SERIAL_MIN_FILL)
+    monkeypatch.setattr(kernels, "MMA_SERIAL_NT", 99)
+    assert lb(4, 2, 97, 2) == 2
+
+
 def test_gemv_sites_choose_kernels_by_type_and_rows():
-    """Quant types go to ptx/mma.cuh (tiles x K split blocks, 64-token passes); float types keep the FMA path
+    """Quant types go to ptx/mma.cuh (tiles x K split blocks, 32-token passes); float types keep the FMA path
     over 16-row groups. The K split (the `parts` argument) never changes with m; from MMA_SERIAL_NT token tiles on,
     one block per tile group walks the parts (grid.x = groups), below it B blocks do (grid.x = groups * B)."""
     kt = KernelTable(dry=True)
@@ -135,10 +153,10 @@ def test_gemv_sites_choose_kernels_by_type_and_rows():
     parts = mma_blocks_per_group(20, 36, MMA_GEMV_TARGET_BLOCKS)
     assert parts > 1
     for qtype in MMA_TYPES:
-        for m, nt, passes in ((1, 1, 1), (9, 2, 1), (17, 4, 1), (33, 8, 1), (64, 8, 1), (65, 8, 2), (256, 8, 4)):
+        for m, nt, passes in ((1, 1, 1), (9, 2, 1), (17, 4, 1), (33, 4, 2), (64, 4, 2), (65, 4, 3), (256, 4, 8)):
             k = kt.gemv(qtype=qtype, w=1, x=x, outputs=[(3, 2560)], m=m, res=3)
             assert k.name == f"mma_gemv_{qtype}_n{nt}" and k.grid[1] == passes and k.block == 256 and k.pdl
-            serial = nt >= max(kernels.MMA_SERIAL_NT, MMA_RING_NT + 1)
+            serial = m == 256  # 20 groups x 8 passes fill 61 % of one wave of 264 blocks; fewer passes do not
             assert k.grid[0] == 20 * (1 if serial else parts) and int(k.cells[-3][0]) == parts
         k = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=3)
         assert k.name == f"mma_swiglu_{qtype}_n1" and k.grid == (144 * mma_blocks_per_group(144, 10), 1, 1)
