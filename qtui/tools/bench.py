@@ -35,7 +35,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ladder", default="1,4,8,16,32,64", help="concurrency rungs (default 1,4,8,16,32,64)")
     parser.add_argument("--prompt-len", type=int, default=512, help="prefill prompt length (default 512)")
     parser.add_argument("--max-context", type=int, default=2048, help="engine context per slot (default 2048)")
-    parser.add_argument("--profile", action="store_true", help="also time each kernel of the m=1 and largest steps")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also time each kernel of the m=1 and largest steps and of a prefill chunk",
+    )
     parser.add_argument(
         "--long-prompt",
         type=int,
@@ -201,17 +205,21 @@ def mixed_rung(engine: Any, c: int, long_prompt: int, steps: int, rng: np.random
     }
 
 
-def profile_step(engine: CudaEngine, m: int, reps: int = 5) -> list[dict[str, Any]]:
+def profile_step(engine: CudaEngine, m: int, reps: int = 5, prefill: bool = False) -> list[dict[str, Any]]:
     """GPU time of the m-row step split by kernel name: the launches of one name, in step order, captured as
     their own graph and replayed (median of reps). The weights stream from memory as in the real step, so
-    the parts add up to about the whole step. [{name, launches, us}], slowest first, plus a "whole step" row."""
+    the parts add up to about the whole step. [{name, launches, us}], slowest first, plus a "whole step" row.
+    prefill: a prefill chunk of m rows of one slot (positions 0..m-1, no LM head) instead of m decoding slots."""
     from qtui.engine.cuda import driver as drv
     from qtui.engine.cuda.graphs import GraphCache
 
-    slots = [engine.alloc_slot() for _ in range(m)]
-    engine._stage(0, slots, [0] * m)
+    slots = [engine.alloc_slot() for _ in range(1 if prefill else m)]
+    if prefill:
+        engine._stage(0, slots * m, [0] * m, range(m))
+    else:
+        engine._stage(0, slots, [0] * m)
     engine.acts.step.upload(engine._staging.array[0], engine.stream)
-    plan = engine._plan(m, "all")
+    plan = engine._plan(m, "none", m) if prefill else engine._plan(m, "all")
     groups: dict[str, list[drv.Kernel]] = {"whole step": plan}
     for k in plan:
         groups.setdefault(k.name, []).append(k)
@@ -261,7 +269,10 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         "sampled": ladder_rung(engine, c_sampled, args.steps, rng, sampled=True),
     }
     if args.profile and cuda:  # engine "cuda": load_engine built a CudaEngine (or raised)
-        profile = {m: profile_step(cast("CudaEngine", engine), m) for m in (1, max(rungs))}
+        cuda_engine = cast("CudaEngine", engine)
+        profile = {f"m={m} step": profile_step(cuda_engine, m) for m in (1, max(rungs))}
+        chunk = min(int(engine.describe().get("prefill_chunk", 1)), args.prompt_len)
+        profile[f"prefill chunk of {chunk}"] = profile_step(cuda_engine, chunk, prefill=True)
     else:
         profile = {}
     return {
@@ -279,6 +290,11 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         "mixed": mixed,
         "sampling": sampled,
     }
+
+
+def profile_label(key: str) -> str:
+    """A profile's heading: "m=1 step", "prefill chunk of 256" (JSON of older runs: the bare row count "1")."""
+    return f"m={key} step" if key.isdigit() else key
 
 
 def format_table(r: dict[str, Any]) -> str:
@@ -313,8 +329,8 @@ def format_table(r: dict[str, Any]) -> str:
             f"({mx['chunk']}-token chunks): step {mx['mixed_step_ms']:.2f} ms (worst {mx['worst_step_ms']:.2f})"
             f" vs {mx['plain_step_ms']:.2f} ms plain = {mx['ratio']:.2f}x"
         )
-    for m, rows in r.get("profile", {}).items():
-        lines += ["", f"one m={m} step by kernel (each group replayed as its own graph, GPU us):"]
+    for what, rows in r.get("profile", {}).items():
+        lines += ["", f"one {profile_label(what)} by kernel (each group replayed as its own graph, GPU us):"]
         lines += [f"  {x['name']:<24} x{x['launches']:<4} {x['us']:9.1f} us" for x in rows[:14]]
     return "\n".join(lines)
 

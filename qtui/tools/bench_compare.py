@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from qtui.errors import BadRequest
+from qtui.tools.bench import profile_label
 
 NOISE = 0.02  # run-to-run spread of whole-step figures on the H200 (PERF.md): smaller ratios are not marked
 
@@ -69,11 +70,12 @@ def figures(run: dict[str, Any]) -> dict[Figure, float]:
     if sm:
         share = 100 * sm["sampled"]["aggregate_tok_s"] / sm["greedy"]["aggregate_tok_s"]
         out[Figure(f"sampled / greedy at c={sm['c']}", "%", True)] = share
-    for m, rows in (run.get("profile") or {}).items():
+    for what, rows in (run.get("profile") or {}).items():
+        label = profile_label(what)
         for x in rows:
-            out[Figure(f"m={m} step: {x['name']}", "us", False)] = x["us"]
+            out[Figure(f"{label}: {x['name']}", "us", False)] = x["us"]
             if x["name"] == "whole step":
-                out[Figure(f"m={m} step: kernels", "launches", False)] = x["launches"]
+                out[Figure(f"{label}: kernels", "launches", False)] = x["launches"]
     return {k: v for k, v in out.items() if math.isfinite(v)}  # NaN: not measured (e.g. no floor on the CPU)
 
 

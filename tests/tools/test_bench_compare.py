@@ -48,6 +48,20 @@ def test_ratios_and_marks_follow_each_figures_direction():
     assert not any(ln.startswith("aggregate c=1 ") for ln in table.splitlines())  # c=1 is the single-stream row
 
 
+def test_old_and_new_profile_keys_read_as_the_same_headings():
+    """Runs before the prefill profile keyed profiles by the bare row count ("1"); newer runs by their heading
+    ("m=1 step", "prefill chunk of 256"): both compare row by row."""
+    old = bench_result(300.0, 120.0, {"whole step": (284, 3000.0)})
+    new = bench_result(310.0, 120.0, {})
+    new["profile"] = {
+        "m=1 step": [{"name": "whole step", "launches": 284, "us": 2900.0}],
+        "prefill chunk of 256": [{"name": "mma_gemv_q4_k_n4", "launches": 80, "us": 9000.0}],
+    }
+    table = bench_compare.compare([old, new])
+    assert row(table, "m=1 step: whole step (us)") == ["3000.0", "2900.0", "0.967x+"]
+    assert row(table, "prefill chunk of 256: mma_gemv_q4_k_n4 (us)") == ["-", "9000.0", "-"]
+
+
 def test_cli_prints_the_runs_and_the_table(tmp_path, capsys):
     paths = []
     for i, c1 in enumerate((250.0, 200.0, 500.0)):
