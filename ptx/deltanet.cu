@@ -54,14 +54,80 @@ extern "C" __global__ void conv_step_silu(const float* __restrict__ x, const flo
     }
 }
 
+// ---- The per-row arithmetic of the delta rule, shared by the decode kernel (delta_step: one fused kernel per
+// row) and the prefill pipeline (delta_prep -> delta_scan -> delta_norm over a run of rows): both call these
+// functions and sum in the same orders, so a prefill chunk's rows are bitwise the rows fed one per step whichever
+// kernels run them (DESIGN invariant 1; tests/engine/cuda/test_layers.py). Explicit roundings (__fmul_rn ...)
+// leave the compiler no contraction to choose differently in the two contexts.
+
+// g = softplus(a + dt_bias) * ssm_a as the decay exp(g), and beta = sigmoid(b).
+__device__ __forceinline__ void delta_gates(float a, float b, float dtb, float A, float& decay, float& beta) {
+    const float x = __fadd_rn(a, dtb);
+    const float sp = x > 20.0f ? x : log1pf(expf(x));
+    decay = expf(__fmul_rn(sp, A));
+    beta = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-b)));
+}
+// v / sqrt(ss + 1e-6) (the l2 norm of q or k, ss = its sum of squares); q is also divided by sqrt(d_k).
+__device__ __forceinline__ float l2_normed(float v, float ss) { return __fdiv_rn(v, __fsqrt_rn(__fadd_rn(ss, 1e-6f))); }
+// The four row groups' partial sums of a column, added in the order 0, 1, 2, 3.
+__device__ __forceinline__ float sum4(float p0, float p1, float p2, float p3) { return __fadd_rn(__fadd_rn(__fadd_rn(p0, p1), p2), p3); }
+
+// The sums of squares of q (warps 0..W-1: q[32w + lane]) and k (warps W..2W-1) of one row: warp sums, then the W
+// partials of each in order. Threads t < 2 DK hold qk = q[t] resp. k[t - DK]; every thread of the block calls it.
+// Returns this thread's qk normalized (q: also / sqrt(DK)); red: [2][W] shared floats.
+template <int DK>
+__device__ __forceinline__ float qk_normed(float qk, int t, float* red) {
+    constexpr int W = DK / 32;
+    const int lane = t & 31, warp = t >> 5;
+    const float sq = warp_sum(__fmul_rn(qk, qk));
+    if (lane == 0 && warp < 2 * W) red[warp] = sq;
+    __syncthreads();
+    float n = 0.0f;
+    if (t < 2 * DK) {
+        float ss = red[(t / DK) * W];
+#pragma unroll
+        for (int w = 1; w < W; w++) ss = __fadd_rn(ss, red[(t / DK) * W + w]);
+        n = l2_normed(qk, ss);
+        if (t < DK) n = __fdiv_rn(n, __fsqrt_rn((float)DK));
+    }
+    return n;  // the caller syncs before red is written again
+}
+
+// The gated RMSNorm of one (row, head)'s DK outputs, o / sqrt(mean(o^2) + eps) * norm_w * silu(z), stored in the
+// split format (warp 0 packs the head's DK / 4 quads). Threads t < DK hold column t's o, z, norm_w; every thread
+// of the block calls it. red: W shared floats; ov: DK shared floats (16-byte aligned).
+template <int DK>
+__device__ __forceinline__ void gated_norm_store(float o, float z, float nw, float eps, int t, float* red, float* ov,
+                                                 uint4* out, float* out_sum, long long r, int h, int H_v) {
+    constexpr int W = DK / 32;
+    const int lane = t & 31, warp = t >> 5;
+    const float oo = warp_sum(t < DK ? __fmul_rn(o, o) : 0.0f);
+    if (lane == 0 && warp < W) red[warp] = oo;
+    __syncthreads();
+    if (t < DK) {
+        float ss = red[0];
+#pragma unroll
+        for (int w = 1; w < W; w++) ss = __fadd_rn(ss, red[w]);
+        const float inv = __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)DK), eps));
+        ov[t] = __fmul_rn(__fmul_rn(__fdiv_rn(o, inv), nw), silu(z));
+    }
+    __syncthreads();
+    if (t < 32) {
+        const bool active = t < DK / 4;
+        const float4 v = active ? reinterpret_cast<const float4*>(ov)[t] : make_float4(0.f, 0.f, 0.f, 0.f);
+        store_split(out + r * (H_v * DK / 4), out_sum + r * (H_v * DK / 16), h * (DK / 4) + t, active, v);
+    }  // the caller syncs before ov or red is written again
+}
+
 // One delta-rule step for one (value head h, run of rows), fused with the gated RMSNorm of its output, which is
-// written in the split format (split.cuh) for the ssm_out GEMV.
+// written in the split format (split.cuh) for the ssm_out GEMV: the decode kernel (runs of one row).
 // 4*DK threads: thread t owns column j = t % DK of S, rows [g*DK/4, (g+1)*DK/4) for g = t / DK, in registers
 // for the whole run (loaded before the first row, stored after the last); the four partial sums over rows are
 // added in the fixed order g = 0, 1, 2, 3. q, k are the l2-normalised k-head h % H_k (GGUF tiled layout); q is
 // also scaled by 1/sqrt(d_k). g = softplus(a + dt_bias) * ssm_a, beta = sigmoid(b).
-// A run is a sequential chain of rows (a prefill chunk), so each row costs its latency: the next row's inputs
-// are loaded while this one computes, and the sums of squares are warp sums plus one barrier (6 per row).
+// A run is a sequential chain of rows, so each row costs its latency: the next row's inputs are loaded while this
+// one computes. Long runs (prefill chunks) go through delta_prep / delta_scan / delta_norm instead (kernels.py
+// delta_rule), which spread a head's columns over 16 blocks.
 //   conv_out: [m][2*H_k*DK + H_v*DK] = [q | k | v]; a, b: [m][H_v]; z: [m][H_v][DK]; norm_w: [DK];
 //   out: split quads [m][H_v*DK/4], out_sum: [m][H_v*DK/16].
 // Grid (H_v, m / rows_per_run).
@@ -92,11 +158,11 @@ __device__ __forceinline__ void delta_body(const float* __restrict__ conv_out, c
                                            uint4* __restrict__ out, float* __restrict__ out_sum, int H_k, int H_v,
                                            float eps, int rows_per_run) {
     constexpr int ROWS = DK / 4, W = DK / 32;  // S rows per thread, warps holding q (and as many holding k)
-    __shared__ float qs[DK], ks[DK], part_kv[4][DK], part_o[4][DK], red[3][W];
+    __shared__ float qs[DK], ks[DK], part_kv[4][DK], part_o[4][DK], red[3 * W];
     __shared__ __align__(16) float ov[DK];  // read back as float4 quads
     pdl_launch_dependents();
     const int h = blockIdx.x, r0 = blockIdx.y * rows_per_run, t = threadIdx.x, j = t % DK, g = t / DK;
-    const int lane = t & 31, warp = t >> 5, kh = h % H_k;
+    const int kh = h % H_k;
     // The state is read BEFORE pdl_wait, while the kernels before this one drain (as the GEMVs read weights):
     // no kernel of this step writes it. Its last writer is this layer's delta_step of an earlier step (or the
     // slot's zeroing), and every step begins with a launch that waits for all earlier work (the embedding,
@@ -113,32 +179,22 @@ __device__ __forceinline__ void delta_body(const float* __restrict__ conv_out, c
     delta_load<DK>(conv_out, a, b, z, r0, h, kh, H_k, H_v, t, j, cur);
     for (int r = r0; r < r0 + rows_per_run; r++) {
         if (r + 1 < r0 + rows_per_run) delta_load<DK>(conv_out, a, b, z, r + 1, h, kh, H_k, H_v, t, j, nxt);
-        // l2 norms of q and k: warp sums, then the W partials of each in order
-        const float sq = warp_sum(cur.qk * cur.qk);
-        if (lane == 0 && warp < 2 * W) red[warp / W][warp % W] = sq;
+        const float n = qk_normed<DK>(cur.qk, t, red);
+        if (t < DK) qs[t] = n;
+        else if (t < 2 * DK) ks[t - DK] = n;
         __syncthreads();
-        if (t < 2 * DK) {
-            float ss = red[t / DK][0];
-#pragma unroll
-            for (int w = 1; w < W; w++) ss += red[t / DK][w];
-            if (t < DK) qs[t] = cur.qk / sqrtf(ss + 1e-6f) / sqrtf((float)DK);
-            else ks[t - DK] = cur.qk / sqrtf(ss + 1e-6f);
-        }
-        __syncthreads();
-        const float x = cur.a + dtb;
-        const float sp = x > 20.0f ? x : log1pf(expf(x));
-        const float decay = expf(sp * A);
-        const float beta = 1.0f / (1.0f + expf(-cur.b));
+        float decay, beta;
+        delta_gates(cur.a, cur.b, dtb, A, decay, beta);
         float kv_part = 0.0f;
 #pragma unroll
         for (int i = 0; i < ROWS; i++) {
-            s[i] = s[i] * decay;
+            s[i] = __fmul_rn(s[i], decay);
             kv_part = fmaf(s[i], kg[i], kv_part);
         }
         part_kv[g][j] = kv_part;
         __syncthreads();
-        const float kv_mem = ((part_kv[0][j] + part_kv[1][j]) + part_kv[2][j]) + part_kv[3][j];
-        const float delta = (cur.v - kv_mem) * beta;
+        const float kv_mem = sum4(part_kv[0][j], part_kv[1][j], part_kv[2][j], part_kv[3][j]);
+        const float delta = __fmul_rn(__fsub_rn(cur.v, kv_mem), beta);
         float o_part = 0.0f;
 #pragma unroll
         for (int i = 0; i < ROWS; i++) {
@@ -147,28 +203,130 @@ __device__ __forceinline__ void delta_body(const float* __restrict__ conv_out, c
         }
         part_o[g][j] = o_part;
         __syncthreads();
-        // gated RMSNorm over the head's DK outputs (threads t < DK: warps 0..W-1)
-        const float o = ((part_o[0][j] + part_o[1][j]) + part_o[2][j]) + part_o[3][j];
-        const float oo = warp_sum(t < DK ? o * o : 0.0f);
-        if (lane == 0 && warp < W) red[2][warp] = oo;
-        __syncthreads();
-        if (t < DK) {
-            float ss = red[2][0];
-#pragma unroll
-            for (int w = 1; w < W; w++) ss += red[2][w];
-            ov[j] = o / sqrtf(ss / (float)DK + eps) * nw * silu(cur.z);
-        }
-        __syncthreads();
-        if (t < 32) {  // warp 0 packs the head's DK values: quad t of the head, slices of 4 lanes
-            const bool active = t < DK / 4;
-            const float4 v = active ? reinterpret_cast<const float4*>(ov)[t] : make_float4(0.f, 0.f, 0.f, 0.f);
-            store_split(out + (long long)r * (H_v * DK / 4), out_sum + (long long)r * (H_v * DK / 16), h * (DK / 4) + t,
-                        active, v);
-        }
+        const float o = sum4(part_o[0][j], part_o[1][j], part_o[2][j], part_o[3][j]);
+        gated_norm_store<DK>(o, cur.z, nw, eps, t, red + 2 * W, ov, out, out_sum, r, h, H_v);
         cur = nxt;
     }
 #pragma unroll
     for (int i = 0; i < ROWS; i++) Sh[i * DK] = s[i];
+}
+
+// ---- The prefill pipeline: runs of many rows of one slot (kernels.py delta_rule). The fused kernel above keeps
+// a head in one block, and a run's rows are a sequential chain: a 256-row chunk took 1.7 us per row and layer
+// (4b, 32 blocks on 132 SMs, every thread repeating the row's scalar math). Here the row-parallel parts run
+// for all rows at once, and the chain is split by columns: a column's state evolves on its own.
+
+// delta_prep: per (row, k-head kh) the l2-normalised q, k (qk_n: [m][q: H_k*DK | k: H_k*DK]); block kh = 0 also
+// the gates of the row's H_v heads (gates: [m][H_v][decay, beta]). Grid (H_k, m), 2*DK threads.
+template <int DK>
+__device__ __forceinline__ void delta_prep_body(const float* __restrict__ conv_out, const float* __restrict__ a,
+                                                const float* __restrict__ b, const float* __restrict__ ssm_a,
+                                                const float* __restrict__ dt_bias, float* __restrict__ qk_n,
+                                                float* __restrict__ gates, int H_k, int H_v) {
+    __shared__ float red[2 * (DK / 32)];
+    pdl_enter();
+    const int kh = blockIdx.x, t = threadIdx.x;
+    const long long r = blockIdx.y;
+    const float* row = conv_out + r * (2 * H_k + H_v) * DK;
+    const int at = t < DK ? kh * DK + t : H_k * DK + kh * DK + t - DK;  // this thread's q or k in both layouts
+    const float n = qk_normed<DK>(row[at], t, red);
+    qk_n[r * 2 * H_k * DK + at] = n;
+    if (kh == 0) {
+        for (int hh = t; hh < H_v; hh += 2 * DK) {
+            float decay, beta;
+            delta_gates(a[r * H_v + hh], b[r * H_v + hh], dt_bias[hh], ssm_a[hh], decay, beta);
+            gates[(r * H_v + hh) * 2] = decay;
+            gates[(r * H_v + hh) * 2 + 1] = beta;
+        }
+    }
+}
+
+// delta_scan: the state's run of rows for 8 columns of one head: one warp, lane = (row group g = lane / 8,
+// column j = 8 c + lane % 8), the fused kernel's thread (g, j) with its DK/4 rows of S in registers and the same
+// chains; the four groups' sums meet through shuffles in the order 0..3. Each row's normalised q, k (2 DK floats)
+// are staged in shared memory (two buffers: the next row's are loaded while this one computes). Writes the raw
+// head outputs o_raw [m][H_v*DK]. Grid (H_v * DK / 8, m / rows_per_run), 32 threads.
+template <int DK>
+__device__ __forceinline__ void delta_scan_body(const float* __restrict__ qk_n, const float* __restrict__ gates,
+                                                const float* __restrict__ conv_out, float* __restrict__ S,
+                                                long long slot_stride, const int* __restrict__ slots,
+                                                float* __restrict__ o_raw, int H_k, int H_v, int rows_per_run) {
+    constexpr int ROWS = DK / 4, NQ = DK / 2, PER = (NQ + 31) / 32;  // S rows per lane; float4s of q | k per row
+    __shared__ __align__(16) float qk[2][2 * DK];                       // [row parity][q | k]
+    pdl_launch_dependents();
+    const int lane = threadIdx.x, g = lane >> 3, jj = lane & 7;
+    const int h = blockIdx.x / (DK / 8), j = (blockIdx.x % (DK / 8)) * 8 + jj, kh = h % H_k;
+    const int r0 = blockIdx.y * rows_per_run, r1 = r0 + rows_per_run;
+    // the state before pdl_wait, as in delta_body (no kernel of this step writes it)
+    float* Sh = S + slot_stride * slots[r0] + (long long)h * DK * DK + (long long)g * ROWS * DK + j;
+    float s[ROWS];
+#pragma unroll
+    for (int i = 0; i < ROWS; i++) s[i] = Sh[i * DK];
+    pdl_wait();
+    const long long cw = (2LL * H_k + H_v) * DK, qw = 2LL * H_k * DK;
+    float4 nq[PER];
+    float nv, nd, nb;
+    // row r's inputs into registers: float4 f < DK/4 of q, then of k
+#define DELTA_SCAN_LOAD(R)                                                                                        \
+    {                                                                                                             \
+        const float* qr = qk_n + (long long)(R) * qw + kh * DK;                                                   \
+        _Pragma("unroll") for (int e = 0; e < PER; e++) {                                                         \
+            const int f = lane + 32 * e;                                                                          \
+            if (f < NQ)                                                                                           \
+                nq[e] = f < DK / 4 ? reinterpret_cast<const float4*>(qr)[f]                                      \
+                                   : reinterpret_cast<const float4*>(qr + (long long)H_k * DK)[f - DK / 4];      \
+        }                                                                                                         \
+        nv = conv_out[(long long)(R) * cw + 2LL * H_k * DK + h * DK + j];                                         \
+        nd = gates[((long long)(R) * H_v + h) * 2];                                                               \
+        nb = gates[((long long)(R) * H_v + h) * 2 + 1];                                                           \
+    }
+    DELTA_SCAN_LOAD(r0)
+    for (int r = r0; r < r1; r++) {
+        float4* buf = reinterpret_cast<float4*>(qk[r & 1]);
+#pragma unroll
+        for (int e = 0; e < PER; e++)
+            if (lane + 32 * e < NQ) buf[lane + 32 * e] = nq[e];
+        const float v = nv, decay = nd, beta = nb;
+        __syncwarp();  // the row's q, k are staged (the other buffer was last read a row ago, before this sync)
+        if (r + 1 < r1) DELTA_SCAN_LOAD(r + 1)
+        const float* qg = qk[r & 1] + g * ROWS;
+        const float* kg = qk[r & 1] + DK + g * ROWS;
+        float kv = 0.0f;
+#pragma unroll
+        for (int i = 0; i < ROWS; i++) {
+            s[i] = __fmul_rn(s[i], decay);
+            kv = fmaf(s[i], kg[i], kv);
+        }
+        const float kv_mem = sum4(__shfl_sync(0xffffffffu, kv, jj), __shfl_sync(0xffffffffu, kv, jj + 8),
+                                  __shfl_sync(0xffffffffu, kv, jj + 16), __shfl_sync(0xffffffffu, kv, jj + 24));
+        const float delta = __fmul_rn(__fsub_rn(v, kv_mem), beta);
+        float o = 0.0f;
+#pragma unroll
+        for (int i = 0; i < ROWS; i++) {
+            s[i] = fmaf(kg[i], delta, s[i]);
+            o = fmaf(s[i], qg[i], o);
+        }
+        o = sum4(__shfl_sync(0xffffffffu, o, jj), __shfl_sync(0xffffffffu, o, jj + 8),
+                 __shfl_sync(0xffffffffu, o, jj + 16), __shfl_sync(0xffffffffu, o, jj + 24));
+        if (g == 0) o_raw[(long long)r * H_v * DK + h * DK + j] = o;
+    }
+#undef DELTA_SCAN_LOAD
+#pragma unroll
+    for (int i = 0; i < ROWS; i++) Sh[i * DK] = s[i];
+}
+
+// delta_norm: the gated RMSNorm of o_raw per (head h, row), stored in the split format as delta_body does.
+// Grid (H_v, m), DK threads.
+template <int DK>
+__device__ __forceinline__ void delta_norm_body(const float* __restrict__ o_raw, const float* __restrict__ z,
+                                                const float* __restrict__ norm_w, uint4* __restrict__ out,
+                                                float* __restrict__ out_sum, int H_v, float eps) {
+    __shared__ float red[DK / 32];
+    __shared__ __align__(16) float ov[DK];
+    pdl_enter();
+    const int h = blockIdx.x, t = threadIdx.x;
+    const long long r = blockIdx.y, at = (r * H_v + h) * DK + t;
+    gated_norm_store<DK>(o_raw[at], z[at], norm_w[t], eps, t, red, ov, out, out_sum, r, h, H_v);
 }
 
 #define DELTA(DK)                                                                                             \
@@ -178,6 +336,21 @@ __device__ __forceinline__ void delta_body(const float* __restrict__ conv_out, c
         float* out_sum, int H_k, int H_v, float eps, int rows_per_run) {                                      \
         delta_body<DK>(conv_out, a, b, ssm_a, dt_bias, S, slot_stride, slots, z, norm_w, out, out_sum, H_k,   \
                        H_v, eps, rows_per_run);                                                               \
+    }                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(2 * DK) delta_prep_d##DK(                                    \
+        const float* conv_out, const float* a, const float* b, const float* ssm_a, const float* dt_bias,      \
+        float* qk_n, float* gates, int H_k, int H_v) {                                                        \
+        delta_prep_body<DK>(conv_out, a, b, ssm_a, dt_bias, qk_n, gates, H_k, H_v);                           \
+    }                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(32) delta_scan_d##DK(                                        \
+        const float* qk_n, const float* gates, const float* conv_out, float* S, long long slot_stride,         \
+        const int* slots, float* o_raw, int H_k, int H_v, int rows_per_run) {                                 \
+        delta_scan_body<DK>(qk_n, gates, conv_out, S, slot_stride, slots, o_raw, H_k, H_v, rows_per_run);     \
+    }                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(DK) delta_norm_d##DK(const float* o_raw, const float* z,     \
+                                                                      const float* norm_w, uint4* out,        \
+                                                                      float* out_sum, int H_v, float eps) {   \
+        delta_norm_body<DK>(o_raw, z, norm_w, out, out_sum, H_v, eps);                                        \
     }
 DELTA(64)
 DELTA(128)

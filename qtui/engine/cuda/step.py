@@ -70,6 +70,8 @@ class Activations:
             "a": cfg.ssm_dt_rank, "b": cfg.ssm_dt_rank, "qg": 2 * cfg.n_head * hd, "kb": cfg.n_head_kv * hd,
             "vb": cfg.n_head_kv * hd, "qr": cfg.n_head * hd, "part": cfg.n_head * n_pieces * (hd + 2),
             "g": cfg.n_ff, "u": cfg.n_ff,
+            # the delta rule's prefill pipeline (kernels.py delta_rule)
+            "qk_n": 2 * cfg.ssm_n_group * cfg.d_k, "gates": 2 * cfg.ssm_dt_rank, "o_raw": cfg.value_dim,
         }  # fmt: skip
         split_widths = {"xn": cfg.n_embd, "o2": cfg.value_dim, "att": cfg.n_head * hd, "act": cfg.n_ff}
         self.bufs = {k: DeviceBuffer(rows * w * F32_BYTES) for k, w in widths.items()}
@@ -180,7 +182,7 @@ def _gdn(
             kernel=cfg.ssm_d_conv,
             run=run,
         ),
-        kt.delta_step(
+        *kt.delta_rule(
             m=m,
             d_k=cfg.d_k,
             conv_out=A["conv_out"],
@@ -198,6 +200,9 @@ def _gdn(
             H_v=cfg.ssm_dt_rank,
             eps=cfg.rms_eps,
             run=run,
+            qk_n=A["qk_n"],
+            gates=A["gates"],
+            o_raw=A["o_raw"],
         ),
         kt.gemv(qtype=out.qtype, w=out.ptr, x=A.split("o2"), outputs=[(A["h"], cfg.n_embd)], m=m, res=A["h"]),
     ]

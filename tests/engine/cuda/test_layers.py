@@ -144,11 +144,13 @@ def test_conv_and_delta_step_over_three_steps(gpu, dk):
 
 
 @pytest.mark.parametrize("dk", [64, 128])
-@pytest.mark.parametrize("run", [2, 5, 16])
+@pytest.mark.parametrize("run", [2, 5, 16, 40])
 def test_conv_and_delta_runs_of_rows_are_tokens_in_order(gpu, dk, run):
     """Two runs of `run` rows (two slots, a prefill chunk each) in one launch: each run's rows are that slot's
     tokens in order, against the oracle row by row, and BITWISE what the same tokens give fed one row per slot
-    per launch (run = 1, the decode step): outputs and both states."""
+    per launch (run = 1, the decode step): outputs and both states. Runs go through the prefill pipeline
+    (delta_prep / delta_scan / delta_norm), single rows through the fused delta_step: two kernel paths, one
+    arithmetic."""
     rng = np.random.default_rng()
     H_k, H_v, K, n_slots, eps = 2, 4, 4, 5, 1e-6
     C = (2 * H_k + H_v) * dk
@@ -170,39 +172,45 @@ def test_conv_and_delta_runs_of_rows_are_tokens_in_order(gpu, dk, run):
         mm = len(rows)
         sl = gpu.put(np.array([run_slots[r // run] for r in rows], np.int32))
         conv_out, o = gpu.poisoned((mm, C)), gpu.split_buffer(mm, H_v * dk)
-        gpu.run(
-            gpu.kt.conv_step_silu(
-                m=mm,
-                x=int(gpu.put(x[rows])),
-                w=int(w_buf),
-                state=int(st_buf),
-                slot_stride=(K - 1) * C,
-                slots=int(sl),
-                out=int(conv_out),
-                channels=C,
-                kernel=K,
-                run=n_run,
-            ),
-            gpu.kt.delta_step(
-                m=mm,
-                d_k=dk,
-                conv_out=int(conv_out),
-                a=int(gpu.put(a[rows])),
-                b=int(gpu.put(b[rows])),
-                ssm_a=int(a_dev),
-                dt_bias=int(dt_dev),
-                S=int(S_buf),
-                slot_stride=H_v * dk * dk,
-                slots=int(sl),
-                z=int(gpu.put(z[rows])),
-                norm_w=int(nw_dev),
-                out=o,
-                H_k=H_k,
-                H_v=H_v,
-                eps=eps,
-                run=n_run,
-            ),
+        qk_n, gates, o_raw = gpu.poisoned((mm, 2 * H_k * dk)), gpu.poisoned((mm, 2 * H_v)), gpu.poisoned((mm, H_v * dk))
+        conv = gpu.kt.conv_step_silu(
+            m=mm,
+            x=int(gpu.put(x[rows])),
+            w=int(w_buf),
+            state=int(st_buf),
+            slot_stride=(K - 1) * C,
+            slots=int(sl),
+            out=int(conv_out),
+            channels=C,
+            kernel=K,
+            run=n_run,
         )
+        kernels = gpu.kt.delta_rule(
+            m=mm,
+            d_k=dk,
+            conv_out=int(conv_out),
+            a=int(gpu.put(a[rows])),
+            b=int(gpu.put(b[rows])),
+            ssm_a=int(a_dev),
+            dt_bias=int(dt_dev),
+            S=int(S_buf),
+            slot_stride=H_v * dk * dk,
+            slots=int(sl),
+            z=int(gpu.put(z[rows])),
+            norm_w=int(nw_dev),
+            out=o,
+            H_k=H_k,
+            H_v=H_v,
+            eps=eps,
+            run=n_run,
+            qk_n=int(qk_n),
+            gates=int(gates),
+            o_raw=int(o_raw),
+        )
+        assert [k.name for k in kernels] == (
+            [f"delta_step_d{dk}"] if n_run == 1 else [f"delta_{p}_d{dk}" for p in ("prep", "scan", "norm")]
+        )
+        gpu.run(conv, *kernels)
         return gpu.get(conv_out, (mm, C)), _split_values(gpu, o, mm).reshape(mm, H_v, dk)
 
     st_run, S_run = gpu.put(conv_state), gpu.put(S)
