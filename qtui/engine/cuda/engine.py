@@ -259,8 +259,8 @@ class CudaEngine(SlotBook):
             "weight_bytes": self.weights.nbytes,
             "attention_piece": ATTN_PIECE,
             "prefill_chunk": self.prefill_chunk,
-            # prompt tokens per step while other slots decode: one 64-token GEMV pass, which costs about one
-            # 64-row decode step, so such a mixed step costs ~2x a plain one (a 256-token chunk: 4.2x, measured)
+            # prompt tokens per step while other slots decode: as many as one decode step's rows, which cost
+            # about one 64-row decode step, so such a mixed step costs ~2x a plain one (a 256-token chunk: 4.2x)
             "mixed_prefill_chunk": min(self.prefill_chunk, MAX_ROWS),
         }
 
