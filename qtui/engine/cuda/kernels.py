@@ -49,6 +49,9 @@ MMA_GEMV_TARGET_BLOCKS = int(os.environ.get("QTUI_MMA_GEMV_TARGET_BLOCKS", "132"
 # QTUI_MMA_SERIAL_NT=99 turns it off (A/B runs).
 MMA_SERIAL_NT = int(os.environ.get("QTUI_MMA_SERIAL_NT", "4"))
 MMA_SERIAL_MIN_FILL = 0.6
+# Decode steps of at least this many rows run the delta rule through the prefill pipeline too (kernels.py
+# delta_rule: the same bits either way); QTUI_DELTA_PIPELINE_MIN_ROWS for A/B runs.
+DELTA_PIPELINE_MIN_ROWS = int(os.environ.get("QTUI_DELTA_PIPELINE_MIN_ROWS", str(1 << 30)))
 MMA_MAX_CLUSTER = 16  # blocks of a thread-block cluster on sm_90 (above 8 with the non-portable size allowed)
 MMA_RESIDENT_BLOCKS = 2 * 132  # GEMV blocks resident at once on the H200 (2 per SM: 128 registers per thread)
 FMA_BUCKETS = (1, 2, 4, 8, 16)  # the M instantiations of the float-type FMA kernels (ptx/gemv.cuh)
@@ -579,7 +582,7 @@ class KernelTable:
         decode (run 1), the prefill pipeline delta_prep -> delta_scan -> delta_norm for longer runs, with its
         scratch qk_n [m][2*H_k*d_k], gates [m][2*H_v], o_raw [m][H_v*d_k] float32. Both compute every row the same
         way, bit for bit (test_layers.py); the pipeline spreads a head's columns over d_k / 8 warps."""
-        if run == 1:
+        if run == 1 and m < DELTA_PIPELINE_MIN_ROWS:
             return [
                 self.delta_step(
                     m=m, d_k=d_k, conv_out=conv_out, a=a, b=b, ssm_a=ssm_a, dt_bias=dt_bias, S=S,
