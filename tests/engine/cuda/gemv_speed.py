@@ -1,7 +1,7 @@
 """GEMV kernel speed on the 4b-shaped matrices (not a test: a device-side measurement for ptx/PERF.md).
 
     python3 tests/engine/cuda/gemv_speed.py [--json OUT] [--rows 1,16,64] [--qtype q3_k] [--target-blocks 264]
-                                            [--blocks 1,2,4,8,16]
+                                            [--blocks 1,2,4,8,16] [--serial-nt 99] [--serial-min-fill 0]
 
 Each kernel is captured 20 times into one CUDA graph (PDL edges between the launches, as in a step) and
 replayed; time per launch from CUDA events. Prints GB/s of weight bytes read, to compare with the device's
@@ -51,15 +51,12 @@ def main() -> int:
         "one per super-block column; clustered where the grid is one wave), to choose B per shape",
     )
     ap.add_argument("--serial-nt", type=int, help="MMA_SERIAL_NT to try (token tiles from which K parts run serially)")
-    ap.add_argument("--serial-min-blocks", type=int, help="MMA_SERIAL_MIN_BLOCKS to try")
-    ap.add_argument("--max-nt", type=int, help="MMA_MAX_NT to try (token tiles per pass at most)")
+    ap.add_argument("--serial-min-fill", type=float, help="MMA_SERIAL_MIN_FILL to try (0: serial wherever NT allows)")
     args = ap.parse_args()
     if args.serial_nt is not None:
         kernels.MMA_SERIAL_NT = args.serial_nt
-    if args.serial_min_blocks is not None:
-        kernels.MMA_SERIAL_MIN_BLOCKS = args.serial_min_blocks
-    if args.max_nt is not None:
-        kernels.MMA_MAX_NT = args.max_nt
+    if args.serial_min_fill is not None:
+        kernels.MMA_SERIAL_MIN_FILL = args.serial_min_fill
     if args.target_blocks:  # both the SwiGLU's and the plain GEMVs' targets
         kernels.MMA_TARGET_BLOCKS = kernels.MMA_GEMV_TARGET_BLOCKS = args.target_blocks
     if args.ring_bytes is not None:
