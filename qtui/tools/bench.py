@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from qtui.errors import BadRequest
+from qtui.tools import bench_compare
+from qtui.tools.bench_compare import profile_label
 
 if TYPE_CHECKING:
     from qtui.engine.cuda.engine import CudaEngine
@@ -292,11 +294,6 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def profile_label(key: str) -> str:
-    """A profile's heading: "m=1 step", "prefill chunk of 256" (JSON of older runs: the bare row count "1")."""
-    return f"m={key} step" if key.isdigit() else key
-
-
 def format_table(r: dict[str, Any]) -> str:
     lines = [
         f"model {r['model']}  on {r['engine'].get('device')}",
@@ -337,8 +334,6 @@ def format_table(r: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     if args.compare:
-        from qtui.tools import bench_compare
-
         return bench_compare.run(args.compare)
     if args.model is None:
         raise BadRequest("qtui bench needs a MODEL (a GGUF file), or --compare with bench JSON files")

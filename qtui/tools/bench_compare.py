@@ -20,9 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from qtui.errors import BadRequest
-from qtui.tools.bench import profile_label
 
 NOISE = 0.02  # run-to-run spread of whole-step figures on the H200 (PERF.md): smaller ratios are not marked
+
+
+def profile_label(key: str) -> str:
+    """A profile's heading: "m=1 step", "prefill chunk of 256" (JSON of older runs: the bare row count "1")."""
+    return f"m={key} step" if key.isdigit() else key
 
 
 @dataclass(frozen=True, slots=True)
