@@ -17,7 +17,9 @@
 // Work split, fixed by the matrix SHAPE (n_tiles, n_sb), never by m (qtui/engine/cuda/kernels.py
 // mma_blocks_per_group): each warp computes one 16-row tile; a block holds MMA_WARPS / R consecutive tiles of
 // each of its R matrices (1, or gate and up for SwiGLU) over one of B contiguous K parts, and when B > 1 the last
-// block of the tile group to finish (an atomic counter) sums the B partials in the order 0..B-1.
+// block of the tile group to finish (an atomic counter, or K part 0 of a thread-block cluster) sums the B partials
+// in the order 0..B-1; or, from NT = 4 on where it fills the GPU better (kernels.py mma_launch_blocks), one block
+// walks all B parts and adds them in the same order (mma_warp).
 //
 // Batch invariance (DESIGN invariants 1 and 7): output (row, tok) depends only on W's row and x's row tok. An MMA
 // output column reads only its own B column; the parts, their order, the group order and both fixed-order sums
