@@ -505,55 +505,6 @@ class KernelTable:
             ],
         )
 
-    def delta_step(
-        self,
-        *,
-        m: int,
-        d_k: int,
-        conv_out: int,
-        a: int,
-        b: int,
-        ssm_a: int,
-        dt_bias: int,
-        S: int,
-        slot_stride: int,
-        slots: int,
-        z: int,
-        norm_w: int,
-        out: Split,
-        H_k: int,
-        H_v: int,
-        eps: float,
-        run: int = 1,
-    ) -> Kernel:
-        """Delta rule + gated RMSNorm * silu(z): out = split([m][H_v * d_v]). Grid (H_v, m / run), 4*d_k threads
-        (d_k == d_v in {64, 128})."""
-        assert run >= 1 and m % run == 0 and out.n == H_v * d_k, (m, run, out.n)
-        return self._site(
-            "deltanet",
-            f"delta_step_d{d_k}",
-            (H_v, m // run, 1),
-            4 * d_k,
-            [
-                (conv_out, P),
-                (a, P),
-                (b, P),
-                (ssm_a, P),
-                (dt_bias, P),
-                (S, P),
-                (slot_stride, I64),
-                (slots, P),
-                (z, P),
-                (norm_w, P),
-                (out.xs, P),
-                (out.xsum, P),
-                (H_k, I32),
-                (H_v, I32),
-                (eps, F32),
-                (run, I32),
-            ],
-        )
-
     def delta_rule(
         self,
         *,
@@ -578,40 +529,21 @@ class KernelTable:
         gates: int = 0,
         o_raw: int = 0,
     ) -> list[Kernel]:
-        """The delta rule + gated RMSNorm of m rows in runs of `run` (ptx/deltanet.cu): one fused delta_step for
-        decode (run 1), the prefill pipeline delta_prep -> delta_scan -> delta_norm for longer runs, with its
-        scratch qk_n [m][2*H_k*d_k], gates [m][2*H_v], o_raw [m][H_v*d_k] float32. Both compute every row the same
-        way, bit for bit (test_layers.py); the pipeline spreads a head's columns over d_k / 8 warps."""
-        if run == 1 and m < DELTA_PIPELINE_MIN_ROWS:
-            return [
-                self.delta_step(
-                    m=m, d_k=d_k, conv_out=conv_out, a=a, b=b, ssm_a=ssm_a, dt_bias=dt_bias, S=S,
-                    slot_stride=slot_stride, slots=slots, z=z, norm_w=norm_w, out=out, H_k=H_k, H_v=H_v, eps=eps,
-                )
-            ]  # fmt: skip
-        assert m % run == 0 and out.n == H_v * d_k and d_k % 32 == 0 and qk_n and gates and o_raw, (m, run, out.n)
-        mod = "deltanet"
-        prep: list[KernelArg] = [
-            (conv_out, P),
-            (a, P),
-            (b, P),
-            (ssm_a, P),
-            (dt_bias, P),
-            (qk_n, P),
-            (gates, P),
-            (H_k, I32),
-            (H_v, I32),
-        ]
-        scan: list[KernelArg] = [
-            (qk_n, P),
-            (gates, P),
-            (conv_out, P),
-            (S, P),
-            (slot_stride, I64),
-            (slots, P),
-            (o_raw, P),
-        ]
-        scan += [(H_k, I32), (H_v, I32), (run, I32)]
+        """The delta rule + gated RMSNorm * silu(z) of m rows in runs of `run` (ptx/deltanet.cu), out = split
+        ([m][H_v * d_v]), d_k == d_v in {64, 128}: one fused delta_step for decode (run 1), the prefill pipeline
+        delta_prep -> delta_scan -> delta_norm for longer runs, with its scratch qk_n [m][2*H_k*d_k], gates
+        [m][2*H_v], o_raw [m][H_v*d_k] float32. Both compute every row the same way, bit for bit (test_layers.py);
+        the pipeline spreads a head's columns over d_k / 8 warps."""
+        assert run >= 1 and m % run == 0 and out.n == H_v * d_k, (m, run, out.n, H_v, d_k)
+        mod, gate_in = "deltanet", [(conv_out, P), (a, P), (b, P), (ssm_a, P), (dt_bias, P)]
+        if run == 1 and m < DELTA_PIPELINE_MIN_ROWS:  # the fused kernel, grid (H_v, m), 4*d_k threads
+            fused: list[KernelArg] = [*gate_in, (S, P), (slot_stride, I64), (slots, P), (z, P), (norm_w, P)]
+            fused += [(out.xs, P), (out.xsum, P), (H_k, I32), (H_v, I32), (eps, F32), (1, I32)]  # rows_per_run 1
+            return [self._site(mod, f"delta_step_d{d_k}", (H_v, m, 1), 4 * d_k, fused)]
+        assert d_k % 32 == 0 and qk_n and gates and o_raw, (d_k, qk_n, gates, o_raw)
+        prep: list[KernelArg] = [*gate_in, (qk_n, P), (gates, P), (H_k, I32), (H_v, I32)]
+        scan: list[KernelArg] = [(qk_n, P), (gates, P), (conv_out, P), (S, P), (slot_stride, I64), (slots, P)]
+        scan += [(o_raw, P), (H_k, I32), (H_v, I32), (run, I32)]
         norm: list[KernelArg] = [(o_raw, P), (z, P), (norm_w, P), (out.xs, P), (out.xsum, P), (H_v, I32), (eps, F32)]
         return [
             self._site(mod, f"delta_prep_d{d_k}", (H_k, m, 1), 2 * d_k, prep),

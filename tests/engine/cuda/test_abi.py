@@ -69,31 +69,9 @@ def every_site() -> list:
         kt.conv_step_silu(m=2, x=1, w=2, state=3, slot_stride=4, slots=5, out=6, channels=512, kernel=4),
     ]
     for dk in (64, 128):
-        sites += kt.delta_rule(  # the prefill pipeline (runs of more than one row)
-            m=4,
-            d_k=dk,
-            conv_out=1,
-            a=2,
-            b=3,
-            ssm_a=4,
-            dt_bias=5,
-            S=6,
-            slot_stride=7,
-            slots=8,
-            z=9,
-            norm_w=10,
-            out=Split(1, 2, 2 * dk),
-            H_k=1,
-            H_v=2,
-            eps=1e-6,
-            run=2,
-            qk_n=11,
-            gates=12,
-            o_raw=13,
-        )
-        sites.append(
-            kt.delta_step(
-                m=1,
+        for run in (1, 2):  # the fused decode kernel, the prefill pipeline (runs of more than one row)
+            sites += kt.delta_rule(
+                m=2 * run,
                 d_k=dk,
                 conv_out=1,
                 a=2,
@@ -109,8 +87,11 @@ def every_site() -> list:
                 H_k=1,
                 H_v=2,
                 eps=1e-6,
+                run=run,
+                qk_n=11,
+                gates=12,
+                o_raw=13,
             )
-        )
     for qtype in K.GEMV_TYPES:
         for m in (1, 2, 3, 5, 9, 17, 33, 64, 200):
             sites.append(kt.gemv(qtype=qtype, w=1, x=big, outputs=[(2, 40)], m=m, res=3))

@@ -112,7 +112,7 @@ def test_conv_and_delta_step_over_three_steps(gpu, dk):
                 channels=C,
                 kernel=K,
             ),
-            gpu.kt.delta_step(
+            *gpu.kt.delta_rule(  # one row per slot: the fused decode kernel
                 m=m,
                 d_k=dk,
                 conv_out=int(conv_out),
