@@ -246,6 +246,28 @@ __device__ __forceinline__ void delta_prep_body(const float* __restrict__ conv_o
 // chains; the four groups' sums meet through shuffles in the order 0..3. Each row's normalised q, k (2 DK floats)
 // are staged in shared memory (two buffers: the next row's are loaded while this one computes). Writes the raw
 // head outputs o_raw [m][H_v*DK]. Grid (H_v * DK / 8, m / rows_per_run), 32 threads.
+// delta_scan's inputs of row r into registers: this lane's float4s f < DK/4 of q, then of k (f = lane + 32 e),
+// the value of column j, and the head's gates.
+template <int DK>
+__device__ __forceinline__ void delta_scan_load(const float* __restrict__ qk_n, const float* __restrict__ gates,
+                                                const float* __restrict__ conv_out, int r, int h, int kh, int j,
+                                                int H_k, int H_v, float4 (&nq)[(DK / 2 + 31) / 32], float& v,
+                                                float& decay, float& beta) {
+    constexpr int NQ = DK / 2;
+    const int lane = threadIdx.x;
+    const float* qr = qk_n + (long long)r * 2 * H_k * DK + kh * DK;
+#pragma unroll
+    for (int e = 0; e < (NQ + 31) / 32; e++) {
+        const int f = lane + 32 * e;
+        if (f < NQ)
+            nq[e] = f < DK / 4 ? reinterpret_cast<const float4*>(qr)[f]
+                               : reinterpret_cast<const float4*>(qr + (long long)H_k * DK)[f - DK / 4];
+    }
+    v = conv_out[(long long)r * (2 * H_k + H_v) * DK + 2LL * H_k * DK + h * DK + j];
+    decay = gates[((long long)r * H_v + h) * 2];
+    beta = gates[((long long)r * H_v + h) * 2 + 1];
+}
+
 template <int DK>
 __device__ __forceinline__ void delta_scan_body(const float* __restrict__ qk_n, const float* __restrict__ gates,
                                                 const float* __restrict__ conv_out, float* __restrict__ S,
@@ -263,24 +285,10 @@ __device__ __forceinline__ void delta_scan_body(const float* __restrict__ qk_n, 
 #pragma unroll
     for (int i = 0; i < ROWS; i++) s[i] = Sh[i * DK];
     pdl_wait();
-    const long long cw = (2LL * H_k + H_v) * DK, qw = 2LL * H_k * DK;
     float4 nq[PER];
     float nv, nd, nb;
     // row r's inputs into registers: float4 f < DK/4 of q, then of k
-#define DELTA_SCAN_LOAD(R)                                                                                        \
-    {                                                                                                             \
-        const float* qr = qk_n + (long long)(R) * qw + kh * DK;                                                   \
-        _Pragma("unroll") for (int e = 0; e < PER; e++) {                                                         \
-            const int f = lane + 32 * e;                                                                          \
-            if (f < NQ)                                                                                           \
-                nq[e] = f < DK / 4 ? reinterpret_cast<const float4*>(qr)[f]                                      \
-                                   : reinterpret_cast<const float4*>(qr + (long long)H_k * DK)[f - DK / 4];      \
-        }                                                                                                         \
-        nv = conv_out[(long long)(R) * cw + 2LL * H_k * DK + h * DK + j];                                         \
-        nd = gates[((long long)(R) * H_v + h) * 2];                                                               \
-        nb = gates[((long long)(R) * H_v + h) * 2 + 1];                                                           \
-    }
-    DELTA_SCAN_LOAD(r0)
+    delta_scan_load<DK>(qk_n, gates, conv_out, r0, h, kh, j, H_k, H_v, nq, nv, nd, nb);
     for (int r = r0; r < r1; r++) {
         float4* buf = reinterpret_cast<float4*>(qk[r & 1]);
 #pragma unroll
@@ -288,7 +296,7 @@ __device__ __forceinline__ void delta_scan_body(const float* __restrict__ qk_n, 
             if (lane + 32 * e < NQ) buf[lane + 32 * e] = nq[e];
         const float v = nv, decay = nd, beta = nb;
         __syncwarp();  // the row's q, k are staged (the other buffer was last read a row ago, before this sync)
-        if (r + 1 < r1) DELTA_SCAN_LOAD(r + 1)
+        if (r + 1 < r1) delta_scan_load<DK>(qk_n, gates, conv_out, r + 1, h, kh, j, H_k, H_v, nq, nv, nd, nb);
         const float* qg = qk[r & 1] + g * ROWS;
         const float* kg = qk[r & 1] + DK + g * ROWS;
         float kv = 0.0f;
@@ -310,7 +318,6 @@ __device__ __forceinline__ void delta_scan_body(const float* __restrict__ qk_n, 
                  __shfl_sync(0xffffffffu, o, jj + 16), __shfl_sync(0xffffffffu, o, jj + 24));
         if (g == 0) o_raw[(long long)r * H_v * DK + h * DK + j] = o;
     }
-#undef DELTA_SCAN_LOAD
 #pragma unroll
     for (int i = 0; i < ROWS; i++) Sh[i * DK] = s[i];
 }

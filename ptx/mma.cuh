@@ -581,6 +581,12 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
         : "memory");
 }
 
+// Where C-fragment element (nt, i) of lane (g, t) lies in a warp's output tile [NT * 8 tokens][16 rows]: token
+// 8 nt + 2 t + (i & 1), row g + 8 (i >> 1).
+__device__ __forceinline__ int frag_at(int nt, int i, int g, int t) {
+    return (8 * nt + 2 * t + (i & 1)) * 16 + g + 8 * (i >> 1);
+}
+
 // ---- One warp: NT token tiles x one 16-row tile over the K parts [pa, pb) of `parts` (part p = super-blocks
 // [p n_sb / parts, (p + 1) n_sb / parts)). With one part, acc is its sum. With several (the serial K split:
 // kernels.py mma_serial_k), each part is summed from zero as a block of the parallel split would sum it, and the
@@ -684,7 +690,7 @@ __device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int p
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                 for (int i = 0; i < 4; i++) {
-                    float& T = tot[(8 * nt + 2 * t + (i & 1)) * 16 + g + 8 * (i >> 1)];
+                    float& T = tot[frag_at(nt, i, g, t)];
                     T = part == pa ? acc[nt][i] : T + acc[nt][i];
                     acc[nt][i] = 0.0f;
                 }
@@ -701,7 +707,7 @@ __device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int p
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-            for (int i = 0; i < 4; i++) acc[nt][i] = tot[(8 * nt + 2 * t + (i & 1)) * 16 + g + 8 * (i >> 1)];
+            for (int i = 0; i < 4; i++) acc[nt][i] = tot[frag_at(nt, i, g, t)];
     }
 }
 
@@ -776,8 +782,7 @@ __device__ __forceinline__ bool mma_group(const uint8_t* const (&W)[R], int grou
                     real ? (serial ? 0 : b) : 0, real ? (serial ? sh.parts : b + 1) : 0, sh.parts, xs, xsum, sh.n_in, tok0,
                     sh.m, smem + warp * Ring<F, NT>::BYTES, acc);
     const int g = lane >> 2, t = lane & 3;
-    // fragment element (nt, i) of this lane <-> position (token 8nt + 2t + (i & 1), row g + 8 (i >> 1)) of the tile
-#define MMA_TILE_AT(nt, i) out_tile<F, NT>(smem, warp)[(8 * (nt) + 2 * t + ((i) & 1)) * 16 + g + 8 * ((i) >> 1)]
+#define MMA_TILE_AT(nt, i) out_tile<F, NT>(smem, warp)[frag_at(nt, i, g, t)]
     if (sh.blocks > 1 && cluster_size() > 1) {
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
