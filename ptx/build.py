@@ -3,7 +3,7 @@
     python ptx/build.py            rebuild ptx/*.ptx in place
     python ptx/build.py --check    rebuild twice into temp dirs; fail if the two builds differ (nvcc output must
                                    be reproducible) or a committed .ptx differs or is missing, then run
-                                   `ptxas -arch=sm_90 -v` on each (fails on errors, reports spills)
+                                   `ptxas -arch=sm_90a -v` on each (fails on errors, reports spills)
 
 The .ptx files are generated: never edit them by hand (DESIGN.md, "Kernels"). nvcc output is deterministic
 for a given nvcc release as long as the code leaves it no free choice: once, after a kernel change, nvcc 13.0
@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 PTX_DIR = Path(__file__).resolve().parent
-NVCC_FLAGS = ["-ptx", "-arch=sm_90", "-O3", "-std=c++17"]
+NVCC_FLAGS = ["-ptx", "-arch=sm_90a", "-O3", "-std=c++17"]
 _SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 
 
@@ -65,8 +65,8 @@ def build_into(out_dir: Path, nvcc: str, *more: Path) -> list[Path]:
 
 
 def ptxas_report(ptx: Path, ptxas: str) -> tuple[int, list[str]]:
-    """Run `ptxas -arch=sm_90 -v`; return (total spill bytes, lines naming kernels that spill)."""
-    proc = subprocess.run([ptxas, "-arch=sm_90", "-v", str(ptx), "-o", "/dev/null"], capture_output=True, text=True)
+    """Run `ptxas -arch=sm_90a -v`; return (total spill bytes, lines naming kernels that spill)."""
+    proc = subprocess.run([ptxas, "-arch=sm_90a", "-v", str(ptx), "-o", "/dev/null"], capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"ptxas failed on {ptx.name}:\n{proc.stderr[-4000:]}")
     total, spilling, current = 0, [], ""

@@ -1,4 +1,4 @@
 // q6_k weights: tensor-core GEMV/GEMM and the embedding lookup over the repacked tiles (mma.cuh).
-#include "mma.cuh"
+#include "gemm.cuh"
 
 MMA_ALL(TQ6_K, q6_k)

@@ -763,24 +763,24 @@ struct MmaShape {
 // enough without the split). The same float additions in the same order every way. smem: the block's dynamic shared memory,
 // Ring<F, NT>::BYTES per warp. Leaves warp w's tile in out_tile<F, NT>(smem, w)[tok * 16 + row] and returns true in the
 // block that must run the epilogue (false: another block of this group will).
-template <class F, int NT, int R>
+// `warp_sum(tile, pa, pb, acc)` computes the warp's tile over K parts [pa, pb) into acc: mma_warp below, or the
+// warpgroup GEMM of gemm.cuh (every warp of the block calls it together).
+template <class F, int NT, int R, class WarpSum>
 __device__ __forceinline__ bool mma_group(const uint8_t* const (&W)[R], int group, int b, const MmaShape& sh,
-                                          const uint4* __restrict__ xs, const float* __restrict__ xsum,
-                                          float* __restrict__ scratch, int* __restrict__ counters, uint8_t* smem) {
+                                          const WarpSum& warp_sum, float* __restrict__ scratch,
+                                          int* __restrict__ counters, uint8_t* smem) {
     constexpr int TPB = MMA_WARPS / R, E = NT * 128;  // tiles per block per matrix, fragment floats per warp
     __shared__ int last;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_sb = sh.n_in >> 8;
     const int tile = group * TPB + warp % TPB;
     const bool real = tile < sh.n_tiles;  // a group's last tiles may be past the matrix: computed nothing
     const bool serial = sh.blocks == 1 && sh.parts > 1;  // this block walks all K parts (mma_warp adds them)
-    const int tok0 = blockIdx.y * NT * 8;
     uint32_t smem_bytes;
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(smem_bytes));
     if (smem_bytes < MMA_WARPS * Ring<F, NT>::BYTES) __trap();  // launched with less than kernels.py mma_smem_bytes
     float acc[NT][4];
-    mma_warp<F, NT>(W[warp / TPB] + (long long)F::UNIT * n_sb * min(tile, sh.n_tiles - 1),
-                    real ? (serial ? 0 : b) : 0, real ? (serial ? sh.parts : b + 1) : 0, sh.parts, xs, xsum, sh.n_in, tok0,
-                    sh.m, smem + warp * Ring<F, NT>::BYTES, acc);
+    warp_sum(W[warp / TPB] + (long long)F::UNIT * n_sb * min(tile, sh.n_tiles - 1), real ? (serial ? 0 : b) : 0,
+             real ? (serial ? sh.parts : b + 1) : 0, acc);
     const int g = lane >> 2, t = lane & 3;
 #define MMA_TILE_AT(nt, i) out_tile<F, NT>(smem, warp)[frag_at(nt, i, g, t)]
     if (sh.blocks > 1 && cluster_size() > 1) {
@@ -841,14 +841,27 @@ struct Segments {
     const float* res;
 };
 
+// The GEMV's warp_sum (mma_group): mma_warp over this launch's token pass, x quads read from global memory.
 template <class F, int NT>
-__device__ __forceinline__ void mma_gemv_body(const uint8_t* W, const uint4* xs, const float* xsum, const Segments& seg,
+struct MmaWarpSum {
+    const uint4* xs;
+    const float* xsum;
+    MmaShape sh;
+    __device__ __forceinline__ void operator()(const uint8_t* tile, int pa, int pb, float (&acc)[NT][4]) const {
+        extern __shared__ __align__(128) uint8_t mma_smem[];
+        mma_warp<F, NT>(tile, pa, pb, sh.parts, xs, xsum, sh.n_in, blockIdx.y * NT * 8, sh.m,
+                        mma_smem + (threadIdx.x >> 5) * Ring<F, NT>::BYTES, acc);
+    }
+};
+
+template <class F, int NT, class WarpSum>
+__device__ __forceinline__ void mma_gemv_body(const uint8_t* W, const WarpSum& warp_sum, const Segments& seg,
                                               const MmaShape& sh, float* scratch, int* counters) {
     extern __shared__ __align__(128) uint8_t mma_smem[];  // Ring<F, NT>::BYTES per warp (kernels.py mma_smem_bytes)
     pdl_launch_dependents();
     const int group = blockIdx.x / sh.blocks, b = blockIdx.x % sh.blocks;
     const uint8_t* Ws[1] = {W};
-    if (!mma_group<F, NT, 1>(Ws, group, b, sh, xs, xsum, scratch, counters, mma_smem)) return;
+    if (!mma_group<F, NT, 1>(Ws, group, b, sh, warp_sum, scratch, counters, mma_smem)) return;
     const int tok0 = blockIdx.y * NT * 8;
     for (int e = threadIdx.x; e < MMA_WARPS * NT * 8 * 16; e += MMA_THREADS) {
         const int w = e / (NT * 128), tok = (e >> 4) % (NT * 8), rr = e & 15, tile = group * MMA_WARPS + w;
@@ -870,8 +883,8 @@ __device__ __forceinline__ void mma_gemv_body(const uint8_t* W, const uint4* xs,
 
 // SwiGLU MLP input: act = silu(x Wg^T) * (x Wu^T), written in the split format (split.cuh) for ffn_down.
 // A tile's 16 rows are 4 quads and exactly one 16-value slice of act.
-template <class F, int NT>
-__device__ __forceinline__ void mma_swiglu_body(const uint8_t* Wg, const uint8_t* Wu, const uint4* xs, const float* xsum,
+template <class F, int NT, class WarpSum>
+__device__ __forceinline__ void mma_swiglu_body(const uint8_t* Wg, const uint8_t* Wu, const WarpSum& warp_sum,
                                                 uint4* act, float* act_sum, int n_ff, const MmaShape& sh,
                                                 float* scratch, int* counters) {
     constexpr int TPB = MMA_WARPS / 2;  // warps 0..3: gate tiles, 4..7: the same tiles of up
@@ -879,7 +892,7 @@ __device__ __forceinline__ void mma_swiglu_body(const uint8_t* Wg, const uint8_t
     pdl_launch_dependents();
     const int group = blockIdx.x / sh.blocks, b = blockIdx.x % sh.blocks;
     const uint8_t* Ws[2] = {Wg, Wu};
-    if (!mma_group<F, NT, 2>(Ws, group, b, sh, xs, xsum, scratch, counters, mma_smem)) return;
+    if (!mma_group<F, NT, 2>(Ws, group, b, sh, warp_sum, scratch, counters, mma_smem)) return;
     const int tok0 = blockIdx.y * NT * 8;
     // Per tile 4 quads per token: TPB * NT*8 * 4 threads, quads 4j..4j+3 of one slice in 4 consecutive lanes.
     for (int e = threadIdx.x; e < TPB * NT * 32; e += MMA_THREADS) {
@@ -905,18 +918,21 @@ __device__ __forceinline__ void mma_swiglu_body(const uint8_t* Wg, const uint8_t
         int n1, float* y2, int n2, float* y3, int n3, int n_in, int m, int n_tiles, int blocks, int parts,    \
         float* scratch, int* counters) {                                                                      \
         const Segments seg{{y0, y1, y2, y3}, {n0, n1, n2, n3}, res};                                          \
-        mma_gemv_body<FMT, NT>(W, xs, xsum, seg, MmaShape{n_in, m, n_tiles, blocks, parts}, scratch, counters); \
+        const MmaShape sh{n_in, m, n_tiles, blocks, parts};                                                   \
+        mma_gemv_body<FMT, NT>(W, MmaWarpSum<FMT, NT>{xs, xsum, sh}, seg, sh, scratch, counters);             \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(MMA_THREADS, MMA_MIN_BLOCKS(NT)) mma_swiglu_##NAME##_n##NT(   \
         const uint8_t* Wg, const uint8_t* Wu, const uint4* xs, const float* xsum, uint4* act, float* act_sum,  \
         int n_ff, int n_in, int m, int blocks, int parts, float* scratch, int* counters) {                    \
-        mma_swiglu_body<FMT, NT>(Wg, Wu, xs, xsum, act, act_sum, n_ff,                                        \
-                                 MmaShape{n_in, m, (n_ff + 15) >> 4, blocks, parts}, scratch, counters);      \
+        const MmaShape sh{n_in, m, (n_ff + 15) >> 4, blocks, parts};                                          \
+        mma_swiglu_body<FMT, NT>(Wg, Wu, MmaWarpSum<FMT, NT>{xs, xsum, sh}, act, act_sum, n_ff, sh, scratch,   \
+                                 counters);                                                                   \
     }
 
 // Token tiles: NT = 1, 2, 4 (m <= 8, 16, 32 per pass; more rows run 32-token passes: kernels.py MMA_TOKEN_TILES).
+// With the 64-token GEMM of gemm.cuh (the including .cu includes gemm.cuh).
 #define MMA_ALL(FMT, NAME) MMA_KERNELS(FMT, NAME, 1) MMA_KERNELS(FMT, NAME, 2) MMA_KERNELS(FMT, NAME, 4) \
-    MMA_EMBED(FMT, NAME)
+    MMA_EMBED(FMT, NAME) GEMM_KERNELS(FMT, NAME)
 
 // ---- Embedding lookup from the repacked table: out[r][k] = W[tokens[r]][k] dequantized exactly as gguf.quants
 // does it (float32 (scale * q) - min, no FMA contraction), through the GEMV's own fragment and scale decoding.

@@ -52,6 +52,16 @@ MMA_SERIAL_MIN_FILL = 0.6
 # Decode steps of at least this many rows run the delta rule through the prefill pipeline too (kernels.py
 # delta_rule: the same bits either way); QTUI_DELTA_PIPELINE_MIN_ROWS for A/B runs.
 DELTA_PIPELINE_MIN_ROWS = int(os.environ.get("QTUI_DELTA_PIPELINE_MIN_ROWS", str(1 << 30)))
+# The 64-token GEMM (ptx/gemm.cuh: warpgroup MMAs over a staged x tile, one block per SM): GEMV launches of at
+# least GEMM_MIN_ROWS rows run as gemm_stage_x + mma_gemm_* (the same bits, tests/engine/cuda/test_gemv.py);
+# QTUI_GEMM_MIN_ROWS=1000000 turns it off (A/B runs).
+GEMM_TOKENS = 64  # ptx/gemm.cuh GEMM_TOKENS: tokens per pass
+GEMM_STAGES = 2  # ptx/gemm.cuh GEMM_STAGES
+GX_CHUNK = 37 * 2048  # ptx/gemm.cuh GX_CHUNK: staged bytes of one pass and super-block
+GEMM_MIN_ROWS = int(os.environ.get("QTUI_GEMM_MIN_ROWS", "33"))
+GEMM_RESIDENT_BLOCKS = 132  # one GEMM block per SM (224+ registers per thread)
+GEMM_SERIAL_MIN_FILL = float(os.environ.get("QTUI_GEMM_SERIAL_MIN_FILL", "0.8"))
+GEMM_X_BYTES = 32 << 20  # the staged activations of one GEMM (256 rows x K 16384 fit)
 MMA_MAX_CLUSTER = 16  # blocks of a thread-block cluster on sm_90 (above 8 with the non-portable size allowed)
 MMA_RESIDENT_BLOCKS = 2 * 132  # GEMV blocks resident at once on the H200 (2 per SM: 128 registers per thread)
 FMA_BUCKETS = (1, 2, 4, 8, 16)  # the M instantiations of the float-type FMA kernels (ptx/gemv.cuh)
@@ -115,6 +125,21 @@ def mma_launch_blocks(nt: int, parts: int, groups: int, passes: int) -> int:
     return 1 if serial else parts
 
 
+def gemm_launch_blocks(parts: int, groups: int, passes: int) -> int:
+    """Blocks per tile group of a GEMM launch: 1 (one block walks the K parts in order) when that grid fills at
+    least GEMM_SERIAL_MIN_FILL of its waves of one block per SM, else `parts`. Speed only: the same sums."""
+    grid = groups * passes
+    fill = grid / (GEMM_RESIDENT_BLOCKS * -(-grid // GEMM_RESIDENT_BLOCKS))
+    return 1 if parts == 1 or fill >= GEMM_SERIAL_MIN_FILL else parts
+
+
+def gemm_smem_bytes(qtype: str) -> int:
+    """Dynamic shared memory of a GEMM block (ptx/gemm.cuh GemmStage): GEMM_STAGES stages of the staged x chunk
+    and the 8 warps' weight units (each stage rounded to 128 bytes), then one mbarrier per stage."""
+    stage = -(-(GX_CHUNK + MMA_WARPS * TILED_UNIT_BYTES[qtype]) // 128) * 128
+    return GEMM_STAGES * stage + 8 * GEMM_STAGES
+
+
 def mma_cluster(blocks: int, grid_blocks: int, nt: int = 1) -> int:
     """Cluster size of a tensor-core launch of `grid_blocks` blocks, B = `blocks` per tile group: the B blocks of
     a group sum their K parts over distributed shared memory (ptx/mma.cuh cluster_sync) when the whole grid is
@@ -162,6 +187,7 @@ class KernelTable:
         self._big_cluster: set[str] = set()  # functions allowed clusters of more than 8 blocks
         self.scratch = 0 if dry else int(_zeroed(SCRATCH_BYTES))
         self.counters = 0 if dry else int(_zeroed(4 * MAX_COUNTERS))
+        self.gemm_x = 0 if dry else int(_zeroed(GEMM_X_BYTES))
 
     def fn(self, module: str, name: str) -> Any:
         if self.dry:
@@ -214,26 +240,43 @@ class KernelTable:
         outputs: list[tuple[int, int]],
         m: int,
         res: int = 0,
-    ) -> Kernel:
+    ) -> list[Kernel]:
         """y_i[m][n_i] = x[m] @ W_i^T for up to 4 matrices (w, n_i) sharing x, stored back to back in one tiled
-        buffer (each matrix starts on a tile); y_0 += res when res is given."""
+        buffer (each matrix starts on a tile); y_0 += res when res is given. One launch, or two for the GEMM
+        (m >= GEMM_MIN_ROWS: x staged first)."""
         n_in = x.n
         assert n_in % 256 == 0 and 1 <= len(outputs) <= 4 and m >= 1, (n_in, outputs, m)
         outs = list(outputs) + [(0, 0)] * (4 - len(outputs))
-        if qtype in MMA_TYPES:
-            nt = mma_token_tiles(m)
-            tiles = sum(n_tiles(n) for _, n in outputs)
-            groups = mma_groups(tiles)
-            parts = mma_blocks_per_group(groups, n_in // 256, MMA_GEMV_TARGET_BLOCKS)
-            passes = -(-m // (8 * nt))
-            blocks = mma_launch_blocks(nt, parts, groups, passes)
-            self._check_scratch(passes, groups, blocks, nt)
-            args: list[KernelArg] = [(w, P), (x.xs, P), (x.xsum, P), (res, P)]
-            for y, n in outs:
-                args += [(y, P), (n, I32)]
-            args += [(n_in, I32), (m, I32), (tiles, I32), (blocks, I32), (parts, I32)]
-            args += [(self.scratch, P), (self.counters, P)]
-            return self._site(
+        if qtype not in MMA_TYPES:
+            return [self._fma_gemv(qtype, w, x, outputs, m, res)]
+        gemm = m >= GEMM_MIN_ROWS
+        nt = GEMM_TOKENS // 8 if gemm else mma_token_tiles(m)
+        tiles = sum(n_tiles(n) for _, n in outputs)
+        groups = mma_groups(tiles)
+        parts = mma_blocks_per_group(groups, n_in // 256, MMA_GEMV_TARGET_BLOCKS)
+        passes = -(-m // (8 * nt))
+        blocks = gemm_launch_blocks(parts, groups, passes) if gemm else mma_launch_blocks(nt, parts, groups, passes)
+        self._check_scratch(passes, groups, blocks, nt)
+        x_args: list[KernelArg] = [(self.gemm_x, P)] if gemm else [(x.xs, P), (x.xsum, P)]
+        args: list[KernelArg] = [(w, P), *x_args, (res, P)]
+        for y, n in outs:
+            args += [(y, P), (n, I32)]
+        args += [(n_in, I32), (m, I32), (tiles, I32), (blocks, I32), (parts, I32)]
+        args += [(self.scratch, P), (self.counters, P)]
+        if gemm:
+            return [
+                self.gemm_stage(x=x, m=m),
+                self._site(
+                    f"gemv_{qtype}",
+                    f"mma_gemm_{qtype}",
+                    (groups * blocks, passes, 1),
+                    MMA_THREADS,
+                    args,
+                    shmem=gemm_smem_bytes(qtype),
+                ),
+            ]
+        return [
+            self._site(
                 f"gemv_{qtype}",
                 f"mma_gemv_{qtype}_n{nt}",
                 (groups * blocks, passes, 1),
@@ -242,7 +285,15 @@ class KernelTable:
                 shmem=mma_smem_bytes(qtype, nt),
                 cluster=mma_cluster(blocks, groups * blocks * passes, nt),
             )
-        return self._fma_gemv(qtype, w, x, outputs, m, res)
+        ]
+
+    def gemm_stage(self, *, x: Split, m: int) -> Kernel:
+        """The GEMM's activations: x [m] split rows -> GEMM_TOKENS-token passes staged in ptx/gemm.cuh's layout in
+        the table's gemm_x buffer. Grid (passes, super-blocks), 256 threads."""
+        passes, n_sb = -(-m // GEMM_TOKENS), x.n // 256
+        assert passes * n_sb * GX_CHUNK <= GEMM_X_BYTES, (m, x.n)
+        args: list[KernelArg] = [(x.xs, P), (x.xsum, P), (self.gemm_x, P), (x.n, I32), (m, I32)]
+        return self._site("gemm_stage", "gemm_stage_x", (passes, n_sb, 1), 256, args)
 
     def _fma_gemv(self, qtype: str, w: int, x: Split, outputs: list[tuple[int, int]], m: int, res: int) -> Kernel:
         M, groups, rb, n_in = fma_bucket(m), -(-m // 16), row_bytes(qtype, x.n), x.n
@@ -259,19 +310,20 @@ class KernelTable:
         n_blocks = sum(-(-n // 4) for _, n in outputs)
         return self._site(f"gemv_{qtype}", f"gemv4_{qtype}_m{M}", (n_blocks, groups, 1), 128, args)
 
-    def swiglu_gemv(self, *, qtype: str, w_gate: int, w_up: int, x: Split, act: Split, m: int) -> Kernel:
-        """act[m] = split(silu(x @ Wg^T) * (x @ Wu^T)) for gate and up of one tiled type (n_ff = act.n)."""
+    def swiglu_gemv(self, *, qtype: str, w_gate: int, w_up: int, x: Split, act: Split, m: int) -> list[Kernel]:
+        """act[m] = split(silu(x @ Wg^T) * (x @ Wu^T)) for gate and up of one tiled type (n_ff = act.n). One
+        launch, or two for the GEMM (m >= GEMM_MIN_ROWS)."""
         assert qtype in MMA_TYPES and act.n % 16 == 0
-        nt, groups = mma_token_tiles(m), mma_groups(n_tiles(act.n), 2)
+        gemm = m >= GEMM_MIN_ROWS
+        nt, groups = GEMM_TOKENS // 8 if gemm else mma_token_tiles(m), mma_groups(n_tiles(act.n), 2)
         parts = mma_blocks_per_group(groups, x.n // 256)
         passes = -(-m // (8 * nt))
-        blocks = mma_launch_blocks(nt, parts, groups, passes)
+        blocks = gemm_launch_blocks(parts, groups, passes) if gemm else mma_launch_blocks(nt, parts, groups, passes)
         self._check_scratch(passes, groups, blocks, nt)
         args: list[KernelArg] = [
             (w_gate, P),
             (w_up, P),
-            (x.xs, P),
-            (x.xsum, P),
+            *([(self.gemm_x, P)] if gemm else [(x.xs, P), (x.xsum, P)]),
             (act.xs, P),
             (act.xsum, P),
             (act.n, I32),
@@ -283,15 +335,24 @@ class KernelTable:
             (self.counters, P),
         ]
         grid = (groups * blocks, passes, 1)
-        return self._site(
-            f"gemv_{qtype}",
-            f"mma_swiglu_{qtype}_n{nt}",
-            grid,
-            MMA_THREADS,
-            args,
-            shmem=mma_smem_bytes(qtype, nt),
-            cluster=mma_cluster(blocks, groups * blocks * passes, nt),
-        )
+        if gemm:
+            return [
+                self.gemm_stage(x=x, m=m),
+                self._site(
+                    f"gemv_{qtype}", f"mma_gemm_swiglu_{qtype}", grid, MMA_THREADS, args, shmem=gemm_smem_bytes(qtype)
+                ),
+            ]
+        return [
+            self._site(
+                f"gemv_{qtype}",
+                f"mma_swiglu_{qtype}_n{nt}",
+                grid,
+                MMA_THREADS,
+                args,
+                shmem=mma_smem_bytes(qtype, nt),
+                cluster=mma_cluster(blocks, groups * blocks * passes, nt),
+            )
+        ]
 
     def _check_scratch(self, passes: int, groups: int, blocks: int, nt: int) -> None:
         if blocks > 1:  # partials: [pass][group][block][warp][NT*128] floats

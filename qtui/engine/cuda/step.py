@@ -139,17 +139,17 @@ def build_step(
         out = W.matrices["token_embd.weight" if cfg.tied_embeddings else "output.weight"]
         rows, h_row = (m, A["h"]) if head == "all" else (1, A["h"] + (m - 1) * D * F32_BYTES)
         ks.append(kt.rmsnorm(m=rows, x=h_row, w=W.vectors["output_norm.weight"], out=A.split("xn"), eps=eps))
-        ks.append(kt.gemv(qtype=out.qtype, w=out.ptr, x=A.split("xn"), outputs=[(A["logits"], cfg.n_vocab)], m=rows))
+        ks += kt.gemv(qtype=out.qtype, w=out.ptr, x=A.split("xn"), outputs=[(A["logits"], cfg.n_vocab)], m=rows)
         ks.append(kt.argmax(m=rows, logits=A["logits"], tokens=int(A.out_tokens), n=cfg.n_vocab))
     return ks
 
 
 def _projections(kt: KernelTable, W: DeviceWeights, A: Activations, m: int, layer: int, first: str) -> list[Kernel]:
     """The layer's projections of the normalized input, one launch per weight type."""
-    ks = []
+    ks: list[Kernel] = []
     for g in W.group(layer, first):
         outputs = [(A[PROJECTION_OUT[n.split(".")[2]]], W.matrices[n].n_out) for n in g.members]
-        ks.append(kt.gemv(qtype=g.qtype, w=g.ptr, x=A.split("xn"), outputs=outputs, m=m))
+        ks += kt.gemv(qtype=g.qtype, w=g.ptr, x=A.split("xn"), outputs=outputs, m=m)
     return ks
 
 
@@ -204,7 +204,7 @@ def _gdn(
             gates=A["gates"],
             o_raw=A["o_raw"],
         ),
-        kt.gemv(qtype=out.qtype, w=out.ptr, x=A.split("o2"), outputs=[(A["h"], cfg.n_embd)], m=m, res=A["h"]),
+        *kt.gemv(qtype=out.qtype, w=out.ptr, x=A.split("o2"), outputs=[(A["h"], cfg.n_embd)], m=m, res=A["h"]),
     ]
 
 
@@ -265,7 +265,7 @@ def _attention(
         kt.attn_combine(
             m=m, part=A["part"], qg=A["qg"], pos=A.pos(), out=A.split("att"), n_head=nh, hd=hd, n_pieces=n_pieces
         ),
-        kt.gemv(qtype=out.qtype, w=out.ptr, x=A.split("att"), outputs=[(A["h"], cfg.n_embd)], m=m, res=A["h"]),
+        *kt.gemv(qtype=out.qtype, w=out.ptr, x=A.split("att"), outputs=[(A["h"], cfg.n_embd)], m=m, res=A["h"]),
     ]
 
 
@@ -275,11 +275,11 @@ def _ffn(kt: KernelTable, cfg: Qwen35Config, W: DeviceWeights, A: Activations, m
     gate, up, down = M[p + "ffn_gate.weight"], M[p + "ffn_up.weight"], M[p + "ffn_down.weight"]
     x, act = A.split("xn"), A.split("act")
     if gate.qtype == up.qtype and gate.qtype in MMA_TYPES:
-        first = [kt.swiglu_gemv(qtype=gate.qtype, w_gate=gate.ptr, w_up=up.ptr, x=x, act=act, m=m)]
+        first = kt.swiglu_gemv(qtype=gate.qtype, w_gate=gate.ptr, w_up=up.ptr, x=x, act=act, m=m)
     else:
         first = [
-            kt.gemv(qtype=gate.qtype, w=gate.ptr, x=x, outputs=[(A["g"], cfg.n_ff)], m=m),
-            kt.gemv(qtype=up.qtype, w=up.ptr, x=x, outputs=[(A["u"], cfg.n_ff)], m=m),
+            *kt.gemv(qtype=gate.qtype, w=gate.ptr, x=x, outputs=[(A["g"], cfg.n_ff)], m=m),
+            *kt.gemv(qtype=up.qtype, w=up.ptr, x=x, outputs=[(A["u"], cfg.n_ff)], m=m),
             kt.swiglu_split(m=m, gate=A["g"], up=A["u"], out=act),
         ]
-    return first + [kt.gemv(qtype=down.qtype, w=down.ptr, x=act, outputs=[(A["h"], cfg.n_embd)], m=m, res=A["h"])]
+    return first + kt.gemv(qtype=down.qtype, w=down.ptr, x=act, outputs=[(A["h"], cfg.n_embd)], m=m, res=A["h"])

@@ -80,6 +80,8 @@ class Gpu:
         return xs, xsum
 
     def run(self, *kernels) -> None:
+        """Launch each kernel (or list of kernels: a GEMV site of two launches) in order, then sync."""
         for k in kernels:
-            k.launch(self.stream)
+            for one in k if isinstance(k, list) else [k]:
+                one.launch(self.stream)
         self.drv.sync(self.stream)

@@ -52,7 +52,10 @@ def main() -> int:
     )
     ap.add_argument("--serial-nt", type=int, help="MMA_SERIAL_NT to try (token tiles from which K parts run serially)")
     ap.add_argument("--serial-min-fill", type=float, help="MMA_SERIAL_MIN_FILL to try (0: serial wherever NT allows)")
+    ap.add_argument("--gemm-min-rows", type=int, help="GEMM_MIN_ROWS to try (rows from which the 64-token GEMM runs)")
     args = ap.parse_args()
+    if args.gemm_min_rows is not None:
+        kernels.GEMM_MIN_ROWS = args.gemm_min_rows
     if args.serial_nt is not None:
         kernels.MMA_SERIAL_NT = args.serial_nt
     if args.serial_min_fill is not None:
@@ -92,7 +95,7 @@ def main() -> int:
             )
             for m in [int(r) for r in args.rows.split(",")]:
                 if kind == "swiglu":
-                    k = kt.swiglu_gemv(
+                    ks = kt.swiglu_gemv(
                         qtype=qtype,
                         w_gate=int(ws[0]),
                         w_up=int(ws[1]),
@@ -101,15 +104,16 @@ def main() -> int:
                         m=m,
                     )
                 else:
-                    k = kt.gemv(qtype=qtype, w=int(ws[0]), x=x, outputs=[(int(y), n) for y, n in zip(ys, outs)], m=m)
+                    ks = kt.gemv(qtype=qtype, w=int(ws[0]), x=x, outputs=[(int(y), n) for y, n in zip(ys, outs)], m=m)
                 if args.eager:
                     for _ in range(3):
-                        k.launch(stream)
+                        for k in ks:
+                            k.launch(stream)
                     drv.sync(stream)
                     continue
                 graphs = GraphCache(stream)
                 key = (m, "all", 1)
-                graphs.capture(key, [k] * 20)
+                graphs.capture(key, ks * 20)
                 graphs.replay(key)
                 t0, t1 = drv.Event(), drv.Event()
                 t0.record(stream)
@@ -123,9 +127,9 @@ def main() -> int:
                         "matrix": name,
                         "qtype": qtype,
                         "m": m,
-                        "kernel": k.name,
-                        "grid": list(k.grid),
-                        "cluster": k.cluster,
+                        "kernel": "+".join(k.name for k in ks),
+                        "grid": list(ks[-1].grid),
+                        "cluster": ks[-1].cluster,
                         "us": us,
                         "mbytes": nbytes / 1e6,
                         "gb_s": nbytes / us / 1e3,

@@ -94,10 +94,10 @@ def every_site() -> list:
             )
     for qtype in K.GEMV_TYPES:
         for m in (1, 2, 3, 5, 9, 17, 33, 64, 200):
-            sites.append(kt.gemv(qtype=qtype, w=1, x=big, outputs=[(2, 40)], m=m, res=3))
-            sites.append(kt.gemv(qtype=qtype, w=1, x=big, outputs=[(2, 32), (3, 16), (4, 16)], m=m))
+            sites += kt.gemv(qtype=qtype, w=1, x=big, outputs=[(2, 40)], m=m, res=3)
+            sites += kt.gemv(qtype=qtype, w=1, x=big, outputs=[(2, 32), (3, 16), (4, 16)], m=m)
             if qtype in K.MMA_TYPES:
-                sites.append(kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=big, act=x, m=m))
+                sites += kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=big, act=x, m=m)
         sites.append(kt.embed(qtype=qtype, m=2, table=1, tokens=2, out=3, n_embd=512))
         if qtype in K.MMA_TYPES:
             sites.append(kt.repack(qtype=qtype, raw=1, out=2, n_out=16, n_in=256))

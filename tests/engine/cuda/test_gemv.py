@@ -80,10 +80,12 @@ def test_gemv_matches_dequantized_float64_matmul(gpu, qtype):
 @pytest.mark.parametrize("n_out,n_in,serial", [(67, 2560, False), (2560 // 16 * 3, 4608, True)])
 def test_every_row_count_is_bitwise_the_single_row(gpu, qtype, n_out, n_in, serial, monkeypatch):
     """Row i of an m-row launch is bitwise the m=1 launch on row i alone, for every m in 1..64 (decode steps)
-    and for prefill chunks of 65..256 rows (several 32-token passes); always with a K split (the groups are few,
-    so B > 1): across blocks at every m, or (`serial`: the fill rule waived) walked by one block from NT = 4 on."""
+    and for prefill chunks of 65..256 rows (several passes); always with a K split (the groups are few, so B > 1):
+    across blocks at every m, or (`serial`: the fill rule waived) walked by one block from NT = 4 on. From
+    GEMM_MIN_ROWS rows on the launches are the 64-token GEMM (ptx/gemm.cuh): wgmma against the m = 1 mma.sync."""
     if serial:
         monkeypatch.setattr(kernels, "MMA_SERIAL_MIN_FILL", 0.0)
+        monkeypatch.setattr(kernels, "GEMM_SERIAL_MIN_FILL", 0.0)
     rng = np.random.default_rng()
     w, _ = _weight(gpu, qtype, n_out, n_in, rng)
     top = ROW_COUNTS[-1]
@@ -105,7 +107,8 @@ def test_every_row_count_is_bitwise_the_single_row(gpu, qtype, n_out, n_in, seri
     if qtype in MMA_TYPES:
         groups = mma_groups(-(-n_out // 16))
         parts = mma_blocks_per_group(groups, n_in // 256, kernels.MMA_GEMV_TARGET_BLOCKS)
-        k = _gemv(gpu, qtype, w, x_all, y, n_out, 256)
+        stage, k = _gemv(gpu, qtype, w, x_all, y, n_out, 256)
+        assert stage.name == "gemm_stage_x" and k.name == f"mma_gemm_{qtype}" and ROW_COUNTS[-1] == 256
         assert parts > 1 and k.grid[0] == groups * (1 if serial else parts)  # the combine ran, as the test says
 
 
@@ -158,9 +161,11 @@ def test_swiglu_gemv_matches_oracle_and_is_row_invariant(gpu, qtype):
         with pytest.MonkeyPatch.context() as mp:
             if fill is not None:  # the serial K split waived in: one block walks the K parts
                 mp.setattr(kernels, "MMA_SERIAL_MIN_FILL", fill)
-            k = gpu.kt.swiglu_gemv(qtype=qtype, w_gate=int(wg), w_up=int(wu), x=xsp, act=act, m=m)
-            assert (k.grid[0] == mma_groups(-(-n_ff // 16), 2)) == (fill is not None)
-        gpu.run(k)
+                mp.setattr(kernels, "GEMM_SERIAL_MIN_FILL", fill)
+            ks = gpu.kt.swiglu_gemv(qtype=qtype, w_gate=int(wg), w_up=int(wu), x=xsp, act=act, m=m)
+            assert (ks[-1].grid[0] == mma_groups(-(-n_ff // 16), 2)) == (fill is not None)
+            assert len(ks) == (2 if m >= kernels.GEMM_MIN_ROWS else 1)
+        gpu.run(ks)
         results[(m, fill)] = gpu.get_split(act, top)
     xs, xsum = results[(100, None)]
     got = splitfmt.join(xs)

@@ -113,18 +113,18 @@ def test_k_parts_of_a_group_launch_as_one_cluster_when_the_grid_is_one_wave(monk
     QTUI_MMA_CLUSTER=0, they launch unclustered (the L2 handshake). Never a function of anything but the grid."""
     kt = KernelTable(dry=True)
     for n_out, n_in, m in ((1024, 3584, 1), (2560, 4096, 1), (12352, 2560, 1), (248320, 2560, 1), (1024, 3584, 64)):
-        k = kt.gemv(qtype="q4_k", w=1, x=Split(1 << 20, 1 << 21, n_in), outputs=[(3, n_out)], m=m)
+        *_, k = kt.gemv(qtype="q4_k", w=1, x=Split(1 << 20, 1 << 21, n_in), outputs=[(3, n_out)], m=m)
         blocks = mma_blocks_per_group(mma_groups(-(-n_out // 16)), n_in // 256, MMA_GEMV_TARGET_BLOCKS)
         one_wave = k.grid[0] * k.grid[1] <= MMA_RESIDENT_BLOCKS
         decode_tiles = mma_token_tiles(m) <= MMA_RING_NT
         assert k.cluster == (blocks if 1 < blocks <= MMA_MAX_CLUSTER and one_wave and decode_tiles else 1)
         assert k.grid[0] % k.cluster == 0
-    assert kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 3584), outputs=[(3, 1024)], m=1).cluster > 1  # 0.8b ffn down
-    assert kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 2560), outputs=[(3, 12352)], m=256).cluster == 1  # 4 passes
-    s = kt.swiglu_gemv(qtype="q4_k", w_gate=1, w_up=2, x=Split(1, 2, 1024), act=Split(3, 4, 3584), m=3)
+    assert kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 3584), outputs=[(3, 1024)], m=1)[0].cluster > 1  # 0.8b ffn down
+    assert kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 2560), outputs=[(3, 12352)], m=256)[-1].cluster == 1  # 4 passes
+    (s,) = kt.swiglu_gemv(qtype="q4_k", w_gate=1, w_up=2, x=Split(1, 2, 1024), act=Split(3, 4, 3584), m=3)
     assert s.cluster == mma_blocks_per_group(56, 4) > 1  # 0.8b gate + up
     monkeypatch.setenv("QTUI_MMA_CLUSTER", "0")
-    assert kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 3584), outputs=[(3, 1024)], m=1).cluster == 1
+    assert kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 3584), outputs=[(3, 1024)], m=1)[0].cluster == 1
 
 
 def test_serial_k_split_only_for_large_tiles_and_well_filled_waves(monkeypatch):
@@ -144,25 +144,38 @@ def test_serial_k_split_only_for_large_tiles_and_well_filled_waves(monkeypatch):
     assert lb(4, 2, 97, 2) == 2
 
 
-def test_gemv_sites_choose_kernels_by_type_and_rows():
-    """Quant types go to ptx/mma.cuh (tiles x K split blocks, 32-token passes); float types keep the FMA path
-    over 16-row groups. The K split (the `parts` argument) never changes with m; from MMA_SERIAL_NT token tiles on,
-    one block per tile group walks the parts (grid.x = groups), below it B blocks do (grid.x = groups * B)."""
+def test_gemv_sites_choose_kernels_by_type_and_rows(monkeypatch):
+    """Quant types go to ptx/mma.cuh (tiles x K split blocks, 8 - 32-token passes) below GEMM_MIN_ROWS rows and
+    to the 64-token GEMM of ptx/gemm.cuh from there on (x staged first: two launches); float types keep the FMA
+    path over 16-row groups. The K split (the `parts` argument) never changes with m; one block per tile group
+    walks the parts (grid.x = groups) where the grid fills its waves well enough, else B blocks do (grid.x =
+    groups * B)."""
     kt = KernelTable(dry=True)
     x = Split(1 << 20, 1 << 21, 9216)
     parts = mma_blocks_per_group(20, 36, MMA_GEMV_TARGET_BLOCKS)
-    assert parts > 1
+    assert parts > 1 and kernels.GEMM_MIN_ROWS == 33
     for qtype in MMA_TYPES:
-        for m, nt, passes in ((1, 1, 1), (9, 2, 1), (17, 4, 1), (33, 4, 2), (64, 4, 2), (65, 4, 3), (256, 4, 8)):
-            k = kt.gemv(qtype=qtype, w=1, x=x, outputs=[(3, 2560)], m=m, res=3)
+        for m, nt, passes in ((1, 1, 1), (9, 2, 1), (17, 4, 1), (32, 4, 1)):
+            (k,) = kt.gemv(qtype=qtype, w=1, x=x, outputs=[(3, 2560)], m=m, res=3)
             assert k.name == f"mma_gemv_{qtype}_n{nt}" and k.grid[1] == passes and k.block == 256 and k.pdl
-            serial = m == 256  # 20 groups x 8 passes fill 61 % of one wave of 264 blocks; fewer passes do not
-            assert k.grid[0] == 20 * (1 if serial else parts) and int(k.cells[-3][0]) == parts
-        k = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=3)
+            assert k.grid[0] == 20 * parts and int(k.cells[-3][0]) == parts  # 20 groups: the K split in parallel
+        for m, passes in ((33, 1), (64, 1), (65, 2), (256, 4)):
+            stage, k = kt.gemv(qtype=qtype, w=1, x=x, outputs=[(3, 2560)], m=m, res=3)
+            assert stage.name == "gemm_stage_x" and stage.grid == (passes, 36, 1) and stage.pdl
+            assert k.name == f"mma_gemm_{qtype}" and k.grid[1] == passes and k.block == 256 and k.pdl
+            assert k.shmem == kernels.gemm_smem_bytes(qtype) <= 227 << 10 and int(k.cells[-3][0]) == parts
+            assert k.grid[0] == 20 * parts  # 20 or 80 blocks fill too little of 132 SMs for one block per group
+        (k,) = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=3)
         assert k.name == f"mma_swiglu_{qtype}_n1" and k.grid == (144 * mma_blocks_per_group(144, 10), 1, 1)
-        k = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=64)
-        assert int(k.cells[-3][0]) == mma_blocks_per_group(144, 10)
-    k = kt.gemv(qtype="f16", w=1, x=Split(1, 2, 512), outputs=[(3, 40)], m=40, res=0)
+        stage, k = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=64)
+        assert k.name == f"mma_gemm_swiglu_{qtype}" and int(k.cells[-3][0]) == mma_blocks_per_group(144, 10)
+        assert k.grid == (144 * 3, 1, 1)  # 144 blocks would fill 55 % of two waves of 132: the 3 parts in parallel
+        *_, k = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=256)
+        assert k.grid == (144, 4, 1)  # 576 blocks: 87 % of five waves, one block walks the parts
+    monkeypatch.setattr(kernels, "GEMM_MIN_ROWS", 1 << 20)  # QTUI_GEMM_MIN_ROWS: the GEMM off
+    (k,) = kt.gemv(qtype="q4_k", w=1, x=x, outputs=[(3, 2560)], m=256, res=3)
+    assert k.name == "mma_gemv_q4_k_n4" and k.grid == (20, 8, 1)  # 160 blocks: 61 % of 264 slots, serial
+    (k,) = kt.gemv(qtype="f16", w=1, x=Split(1, 2, 512), outputs=[(3, 40)], m=40, res=0)
     assert k.name == "gemv_f16_m16" and k.grid == (10, 3, 1) and k.block == 128
     assert not kt.embed(qtype="q6_k", m=2, table=1, tokens=2, out=3, n_embd=256).pdl  # a step's first kernel
 
