@@ -15,22 +15,30 @@
 
 #define MAX_CONV 8
 
-// out[r][c] = silu(sum_j w[c][j] * buf[j][c]) with buf = (state[0..K-2], x[r]), then state <- buf[1..K-1].
-// x, out: [m][C]; w: [C][K] (numpy order of ssm_conv1d). Grid (ceil(C/256), m / rows_per_run), 256 threads.
-// K <= 8. The window stays in registers across the run's rows (the value a row writes is the next one reads).
+// out[r][c] = silu(sum_j w[c][j] * buf[j][c]) with buf = (the K-1 inputs before row r, x[r]), then state <- the
+// run's last K-1 inputs. x, out: [m][C]; w: [C][K] (numpy order of ssm_conv1d). Grid (ceil(C/256), m /
+// rows_per_run, ceil(rows_per_run / seg_rows)), 256 threads; K <= 8, seg_rows >= K - 1. A thread walks one
+// segment of its run's rows with the window in registers (the value a row writes is the next one reads); the
+// window of a segment's first row is read from x (earlier rows of the run) or from the state (rows before the
+// run), so every row gets the same K values and the same FMA chain however the run is cut. Segment 0 alone reads
+// the state, and alone writes it, after its reads.
 extern "C" __global__ void conv_step_silu(const float* __restrict__ x, const float* __restrict__ w,
                                           float* __restrict__ state, long long slot_stride,
                                           const int* __restrict__ slots, float* __restrict__ out, int C, int K,
-                                          int rows_per_run) {
+                                          int rows_per_run, int seg_rows) {
     pdl_enter();
-    const int c = blockIdx.x * blockDim.x + threadIdx.x, r0 = blockIdx.y * rows_per_run;
+    const int c = blockIdx.x * blockDim.x + threadIdx.x, r0 = blockIdx.y * rows_per_run, r1 = r0 + rows_per_run;
+    const int s0 = r0 + blockIdx.z * seg_rows, s1 = min(s0 + seg_rows, r1);
     if (c >= C) return;
     float* st = state + slot_stride * slots[r0] + c;
     float buf[MAX_CONV];
 #pragma unroll
-    for (int j = 0; j < MAX_CONV; j++) buf[j] = j < K - 1 ? st[(long long)j * C] : 0.0f;
+    for (int j = 0; j < MAX_CONV; j++) {  // input s0 - (K - 1) + j: state row j + (s0 - r0) before the run
+        const int row = s0 - (K - 1) + j;
+        buf[j] = j >= K - 1 ? 0.0f : row >= r0 ? x[(long long)row * C + c] : st[(long long)(row - r0 + K - 1) * C];
+    }
 #pragma unroll 4  // a prefill chunk's rows: independent loads in flight, the window carried in registers
-    for (int r = r0; r < r0 + rows_per_run; r++) {
+    for (int r = s0; r < s1; r++) {
         const float xv = x[(long long)r * C + c];
         float acc = 0.0f;
 #pragma unroll
@@ -48,9 +56,10 @@ extern "C" __global__ void conv_step_silu(const float* __restrict__ x, const flo
         }
         out[(long long)r * C + c] = silu(acc);
     }
+    if (blockIdx.z != 0) return;
 #pragma unroll
-    for (int j = 0; j < MAX_CONV; j++) {
-        if (j < K - 1) st[(long long)j * C] = buf[j];
+    for (int j = 0; j < MAX_CONV; j++) {  // one segment: its window is the new state; else the run's last inputs
+        if (j < K - 1) st[(long long)j * C] = gridDim.z == 1 ? buf[j] : x[(long long)(r1 - (K - 1) + j) * C + c];
     }
 }
 

@@ -208,14 +208,16 @@ struct GemmWarpSum {
     }
 };
 
-// The GEMM's activations: split rows [m][n_in] -> the staged chunks of gemm.cuh's layout, one block per (pass,
-// super-block), 256 threads. Tokens past m repeat row m - 1 (computed, never stored).
+// The GEMM's activations: split rows [m][n_in] -> the staged chunks of gemm.cuh's layout. Grid (pass,
+// super-block, 5), 256 threads: blocks z < 4 stage slices 4z .. 4z + 3 (a (token, slice) per thread), z = 4 the
+// min product's B and the slice sums. Tokens past m repeat row m - 1 (computed, never stored).
 __device__ __forceinline__ void gemm_stage_x_body(const uint4* __restrict__ xs, const float* __restrict__ xsum,
                                                   uint8_t* __restrict__ gx, int n_in, int m) {
     pdl_enter();
     const int quads = n_in >> 2, slices = n_in >> 4, n_sb = n_in >> 8, pass = blockIdx.x, sb = blockIdx.y;
     uint8_t* out = gx + ((long long)pass * n_sb + sb) * GX_CHUNK;
-    for (int e = threadIdx.x; e < GEMM_TOKENS * 16; e += blockDim.x) {
+    if (blockIdx.z < 4) {
+        const int e = threadIdx.x + blockDim.x * blockIdx.z;  // blockDim.x = 256 = 64 tokens x 4 slices
         const int n = e % GEMM_TOKENS, s = e / GEMM_TOKENS, at = 256 * (n >> 3) + 16 * (n & 7);
         const long long tok = min(pass * GEMM_TOKENS + n, m - 1);
         const uint4* q = xs + tok * quads + 64 * sb + 4 * s;
@@ -226,6 +228,7 @@ __device__ __forceinline__ void gemm_stage_x_body(const uint4* __restrict__ xs, 
         *reinterpret_cast<uint4*>(hi + at + 128) = make_uint4(q0.y, q1.y, q2.y, q3.y);
         *reinterpret_cast<uint4*>(lo + at) = make_uint4(q0.z, q1.z, q2.z, q3.z);
         *reinterpret_cast<uint4*>(lo + at + 128) = make_uint4(q0.w, q1.w, q2.w, q3.w);
+        return;
     }
     for (int n = threadIdx.x; n < GEMM_TOKENS; n += blockDim.x) {
         const long long tok = min(pass * GEMM_TOKENS + n, m - 1);

@@ -26,6 +26,9 @@ P, I32, I64, F32 = np.uint64, np.int32, np.int64, np.float32
 # Constants shared with ptx/ (the single Python statement of each; the ABI test reads the .cu defines).
 ATTN_PIECE = 256  # positions per attention piece: ATTN_PIECE in ptx/attention.cu
 MAX_CONV = 8  # longest conv kernel: MAX_CONV in ptx/deltanet.cu
+# Rows of a prefill run one thread of the conv kernel walks (>= MAX_CONV - 1): a 256-row chunk in 16 segments,
+# 16x the threads of one walk over the run (ptx/deltanet.cu conv_step_silu; the same bits however it is cut).
+CONV_SEG_ROWS = 16
 MAX_HEAD_DIM = 256  # the attention kernels keep one head in 256 threads / floats of shared memory
 MMA_WARPS = 8  # ptx/mma.cuh: warps per block, each a K part
 MMA_THREADS = 32 * MMA_WARPS
@@ -60,7 +63,7 @@ GEMM_STAGES = 2  # ptx/gemm.cuh GEMM_STAGES
 GX_CHUNK = 37 * 2048  # ptx/gemm.cuh GX_CHUNK: staged bytes of one pass and super-block
 GEMM_MIN_ROWS = int(os.environ.get("QTUI_GEMM_MIN_ROWS", "33"))
 GEMM_RESIDENT_BLOCKS = 132  # one GEMM block per SM (224+ registers per thread)
-GEMM_SERIAL_MIN_FILL = float(os.environ.get("QTUI_GEMM_SERIAL_MIN_FILL", "0.8"))
+GEMM_SERIAL_MIN_FILL = float(os.environ.get("QTUI_GEMM_SERIAL_MIN_FILL", "0.5"))
 GEMM_X_BYTES = 32 << 20  # the staged activations of one GEMM (256 rows x K 16384 fit)
 MMA_MAX_CLUSTER = 16  # blocks of a thread-block cluster on sm_90 (above 8 with the non-portable size allowed)
 MMA_RESIDENT_BLOCKS = 2 * 132  # GEMV blocks resident at once on the H200 (2 per SM: 128 registers per thread)
@@ -264,17 +267,7 @@ class KernelTable:
         args += [(n_in, I32), (m, I32), (tiles, I32), (blocks, I32), (parts, I32)]
         args += [(self.scratch, P), (self.counters, P)]
         if gemm:
-            return [
-                self.gemm_stage(x=x, m=m),
-                self._site(
-                    f"gemv_{qtype}",
-                    f"mma_gemm_{qtype}",
-                    (groups * blocks, passes, 1),
-                    MMA_THREADS,
-                    args,
-                    shmem=gemm_smem_bytes(qtype),
-                ),
-            ]
+            return self._gemm_sites(f"mma_gemm_{qtype}", qtype, groups, blocks, passes, args, x, m)
         return [
             self._site(
                 f"gemv_{qtype}",
@@ -287,13 +280,21 @@ class KernelTable:
             )
         ]
 
+    def _gemm_sites(
+        self, name: str, qtype: str, groups: int, blocks: int, passes: int, args: list[KernelArg], x: Split, m: int
+    ) -> list[Kernel]:
+        """gemm_stage_x, then the GEMM `name` (grid: groups x blocks per group, passes)."""
+        grid = (groups * blocks, passes, 1)
+        gemm = self._site(f"gemv_{qtype}", name, grid, MMA_THREADS, args, shmem=gemm_smem_bytes(qtype))
+        return [self.gemm_stage(x=x, m=m), gemm]
+
     def gemm_stage(self, *, x: Split, m: int) -> Kernel:
         """The GEMM's activations: x [m] split rows -> GEMM_TOKENS-token passes staged in ptx/gemm.cuh's layout in
-        the table's gemm_x buffer. Grid (passes, super-blocks), 256 threads."""
+        the table's gemm_x buffer. Grid (passes, super-blocks, 5), 256 threads."""
         passes, n_sb = -(-m // GEMM_TOKENS), x.n // 256
         assert passes * n_sb * GX_CHUNK <= GEMM_X_BYTES, (m, x.n)
         args: list[KernelArg] = [(x.xs, P), (x.xsum, P), (self.gemm_x, P), (x.n, I32), (m, I32)]
-        return self._site("gemm_stage", "gemm_stage_x", (passes, n_sb, 1), 256, args)
+        return self._site("gemm_stage", "gemm_stage_x", (passes, n_sb, 5), 256, args)
 
     def _fma_gemv(self, qtype: str, w: int, x: Split, outputs: list[tuple[int, int]], m: int, res: int) -> Kernel:
         M, groups, rb, n_in = fma_bucket(m), -(-m // 16), row_bytes(qtype, x.n), x.n
@@ -336,12 +337,7 @@ class KernelTable:
         ]
         grid = (groups * blocks, passes, 1)
         if gemm:
-            return [
-                self.gemm_stage(x=x, m=m),
-                self._site(
-                    f"gemv_{qtype}", f"mma_gemm_swiglu_{qtype}", grid, MMA_THREADS, args, shmem=gemm_smem_bytes(qtype)
-                ),
-            ]
+            return self._gemm_sites(f"mma_gemm_swiglu_{qtype}", qtype, groups, blocks, passes, args, x, m)
         return [
             self._site(
                 f"gemv_{qtype}",
@@ -546,12 +542,12 @@ class KernelTable:
         kernel: int,
         run: int = 1,
     ) -> Kernel:
-        """Grid (ceil(C/256), m / run), 256 threads."""
+        """Grid (ceil(C/256), m / run, segments of CONV_SEG_ROWS rows of each run), 256 threads."""
         assert kernel <= MAX_CONV and run >= 1 and m % run == 0, (kernel, m, run)
         return self._site(
             "deltanet",
             "conv_step_silu",
-            (-(-channels // 256), m // run, 1),
+            (-(-channels // 256), m // run, -(-run // CONV_SEG_ROWS)),
             256,
             [
                 (x, P),
@@ -563,6 +559,7 @@ class KernelTable:
                 (channels, I32),
                 (kernel, I32),
                 (run, I32),
+                (CONV_SEG_ROWS, I32),
             ],
         )
 

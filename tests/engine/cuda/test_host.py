@@ -120,7 +120,8 @@ def test_k_parts_of_a_group_launch_as_one_cluster_when_the_grid_is_one_wave(monk
         assert k.cluster == (blocks if 1 < blocks <= MMA_MAX_CLUSTER and one_wave and decode_tiles else 1)
         assert k.grid[0] % k.cluster == 0
     assert kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 3584), outputs=[(3, 1024)], m=1)[0].cluster > 1  # 0.8b ffn down
-    assert kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 2560), outputs=[(3, 12352)], m=256)[-1].cluster == 1  # 4 passes
+    stage, gemm = kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 2560), outputs=[(3, 12352)], m=256)  # 4 GEMM passes
+    assert stage.cluster == gemm.cluster == 1 and gemm.grid == (97, 4, 1)  # 97 groups walking their K parts
     (s,) = kt.swiglu_gemv(qtype="q4_k", w_gate=1, w_up=2, x=Split(1, 2, 1024), act=Split(3, 4, 3584), m=3)
     assert s.cluster == mma_blocks_per_group(56, 4) > 1  # 0.8b gate + up
     monkeypatch.setenv("QTUI_MMA_CLUSTER", "0")
@@ -161,15 +162,16 @@ def test_gemv_sites_choose_kernels_by_type_and_rows(monkeypatch):
             assert k.grid[0] == 20 * parts and int(k.cells[-3][0]) == parts  # 20 groups: the K split in parallel
         for m, passes in ((33, 1), (64, 1), (65, 2), (256, 4)):
             stage, k = kt.gemv(qtype=qtype, w=1, x=x, outputs=[(3, 2560)], m=m, res=3)
-            assert stage.name == "gemm_stage_x" and stage.grid == (passes, 36, 1) and stage.pdl
+            assert stage.name == "gemm_stage_x" and stage.grid == (passes, 36, 5) and stage.pdl
             assert k.name == f"mma_gemm_{qtype}" and k.grid[1] == passes and k.block == 256 and k.pdl
             assert k.shmem == kernels.gemm_smem_bytes(qtype) <= 227 << 10 and int(k.cells[-3][0]) == parts
-            assert k.grid[0] == 20 * parts  # 20 or 80 blocks fill too little of 132 SMs for one block per group
+            serial = m == 256  # 80 blocks: 61 % of one wave of 132 (GEMM_SERIAL_MIN_FILL 0.5); 20 or 40 do not
+            assert k.grid[0] == 20 * (1 if serial else parts)
         (k,) = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=3)
         assert k.name == f"mma_swiglu_{qtype}_n1" and k.grid == (144 * mma_blocks_per_group(144, 10), 1, 1)
         stage, k = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=64)
         assert k.name == f"mma_gemm_swiglu_{qtype}" and int(k.cells[-3][0]) == mma_blocks_per_group(144, 10)
-        assert k.grid == (144 * 3, 1, 1)  # 144 blocks would fill 55 % of two waves of 132: the 3 parts in parallel
+        assert k.grid == (144, 1, 1)  # 144 blocks fill 55 % of two waves of 132: one block walks the 3 parts
         *_, k = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=256)
         assert k.grid == (144, 4, 1)  # 576 blocks: 87 % of five waves, one block walks the parts
     monkeypatch.setattr(kernels, "GEMM_MIN_ROWS", 1 << 20)  # QTUI_GEMM_MIN_ROWS: the GEMM off
