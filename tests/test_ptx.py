@@ -1,5 +1,5 @@
 """CPU-side PTX check: the committed ptx/*.ptx are exactly what nvcc builds from ptx/*.cu (twice, the same),
-and each assembles with `ptxas -arch=sm_90` (spills are reported, not fatal)."""
+and each assembles with `ptxas -arch=sm_90a` (spills are reported, not fatal)."""
 
 from __future__ import annotations
 
