@@ -63,16 +63,6 @@ __device__ __forceinline__ void wgmma64(float (&d)[32], const uint32_t (&a)[4], 
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(ACC));
 }
 
-__device__ __forceinline__ void mbar_arrive_expect(uint32_t bar, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-// A bulk copy counted on bar's transaction count only (the stage's one arrival is mbar_arrive_expect's).
-__device__ __forceinline__ void bulk_copy_tx(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-                 "l"(src), "r"(bytes), "r"(bar)
-                 : "memory");
-}
-
 // mma_group's warp_sum for the GEMM: every warp of the block walks the BLOCK's K range (K part b of B, or all
 // parts in order when one block takes them: the wgmmas and barriers are collective), a tile past the matrix
 // repeating the last one (mma_group clamps it; never stored). pa, pb are ignored for that reason.

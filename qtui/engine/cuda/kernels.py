@@ -177,6 +177,21 @@ def row_bytes(qtype: str, n_in: int) -> int:
     return n_in // 256 * UNIT_BYTES[qtype]
 
 
+@dataclass(frozen=True, slots=True)
+class _MmaPlan:
+    """A tensor-core launch's shape (KernelTable._mma_plan): GEMM or GEMV, token tiles, passes, tile groups, K parts,
+    blocks per group, the x arguments, rows."""
+
+    gemm: bool
+    nt: int
+    passes: int
+    groups: int
+    parts: int
+    blocks: int
+    x_args: list[KernelArg]
+    m: int
+
+
 class KernelTable:
     """Loads PTX modules on first use (one per family; one per weight type for the GEMVs, so a model JITs only
     the types it holds), looks functions up by name, and owns the split-K scratch of the GEMVs.
@@ -252,41 +267,38 @@ class KernelTable:
         outs = list(outputs) + [(0, 0)] * (4 - len(outputs))
         if qtype not in MMA_TYPES:
             return [self._fma_gemv(qtype, w, x, outputs, m, res)]
-        gemm = m >= GEMM_MIN_ROWS
-        nt = GEMM_TOKENS // 8 if gemm else mma_token_tiles(m)
         tiles = sum(n_tiles(n) for _, n in outputs)
         groups = mma_groups(tiles)
-        parts = mma_blocks_per_group(groups, n_in // 256, MMA_GEMV_TARGET_BLOCKS)
+        plan = self._mma_plan(m, groups, mma_blocks_per_group(groups, n_in // 256, MMA_GEMV_TARGET_BLOCKS), x)
+        args: list[KernelArg] = [(w, P), *plan.x_args, (res, P)]
+        for y, n in outs:
+            args += [(y, P), (n, I32)]
+        args += [(n_in, I32), (m, I32), (tiles, I32), (plan.blocks, I32), (plan.parts, I32)]
+        args += [(self.scratch, P), (self.counters, P)]
+        return self._mma_sites(plan, qtype, f"mma_gemm_{qtype}", f"mma_gemv_{qtype}_n{plan.nt}", args, x)
+
+    def _mma_plan(self, m: int, groups: int, parts: int, x: Split) -> _MmaPlan:
+        """How a tensor-core launch of m rows over `groups` tile groups and `parts` K parts runs: the 64-token GEMM
+        from GEMM_MIN_ROWS rows (x read from the staged buffer), else the GEMV's NT-token passes."""
+        gemm = m >= GEMM_MIN_ROWS
+        nt = GEMM_TOKENS // 8 if gemm else mma_token_tiles(m)
         passes = -(-m // (8 * nt))
         blocks = gemm_launch_blocks(parts, groups, passes) if gemm else mma_launch_blocks(nt, parts, groups, passes)
         self._check_scratch(passes, groups, blocks, nt)
         x_args: list[KernelArg] = [(self.gemm_x, P)] if gemm else [(x.xs, P), (x.xsum, P)]
-        args: list[KernelArg] = [(w, P), *x_args, (res, P)]
-        for y, n in outs:
-            args += [(y, P), (n, I32)]
-        args += [(n_in, I32), (m, I32), (tiles, I32), (blocks, I32), (parts, I32)]
-        args += [(self.scratch, P), (self.counters, P)]
-        if gemm:
-            return self._gemm_sites(f"mma_gemm_{qtype}", qtype, groups, blocks, passes, args, x, m)
-        return [
-            self._site(
-                f"gemv_{qtype}",
-                f"mma_gemv_{qtype}_n{nt}",
-                (groups * blocks, passes, 1),
-                MMA_THREADS,
-                args,
-                shmem=mma_smem_bytes(qtype, nt),
-                cluster=mma_cluster(blocks, groups * blocks * passes, nt),
-            )
-        ]
+        return _MmaPlan(gemm, nt, passes, groups, parts, blocks, x_args, m)
 
-    def _gemm_sites(
-        self, name: str, qtype: str, groups: int, blocks: int, passes: int, args: list[KernelArg], x: Split, m: int
+    def _mma_sites(
+        self, plan: _MmaPlan, qtype: str, gemm_name: str, gemv_name: str, args: list[KernelArg], x: Split
     ) -> list[Kernel]:
-        """gemm_stage_x, then the GEMM `name` (grid: groups x blocks per group, passes)."""
-        grid = (groups * blocks, passes, 1)
-        gemm = self._site(f"gemv_{qtype}", name, grid, MMA_THREADS, args, shmem=gemm_smem_bytes(qtype))
-        return [self.gemm_stage(x=x, m=m), gemm]
+        """The launches of a plan: gemm_stage_x and the GEMM `gemm_name`, or the GEMV `gemv_name`."""
+        grid = (plan.groups * plan.blocks, plan.passes, 1)
+        if plan.gemm:
+            gemm = self._site(f"gemv_{qtype}", gemm_name, grid, MMA_THREADS, args, shmem=gemm_smem_bytes(qtype))
+            return [self.gemm_stage(x=x, m=plan.m), gemm]
+        cluster = mma_cluster(plan.blocks, grid[0] * plan.passes, plan.nt)
+        shmem = mma_smem_bytes(qtype, plan.nt)
+        return [self._site(f"gemv_{qtype}", gemv_name, grid, MMA_THREADS, args, shmem=shmem, cluster=cluster)]
 
     def gemm_stage(self, *, x: Split, m: int) -> Kernel:
         """The GEMM's activations: x [m] split rows -> GEMM_TOKENS-token passes staged in ptx/gemm.cuh's layout in
@@ -315,40 +327,23 @@ class KernelTable:
         """act[m] = split(silu(x @ Wg^T) * (x @ Wu^T)) for gate and up of one tiled type (n_ff = act.n). One
         launch, or two for the GEMM (m >= GEMM_MIN_ROWS)."""
         assert qtype in MMA_TYPES and act.n % 16 == 0
-        gemm = m >= GEMM_MIN_ROWS
-        nt, groups = GEMM_TOKENS // 8 if gemm else mma_token_tiles(m), mma_groups(n_tiles(act.n), 2)
-        parts = mma_blocks_per_group(groups, x.n // 256)
-        passes = -(-m // (8 * nt))
-        blocks = gemm_launch_blocks(parts, groups, passes) if gemm else mma_launch_blocks(nt, parts, groups, passes)
-        self._check_scratch(passes, groups, blocks, nt)
+        groups = mma_groups(n_tiles(act.n), 2)
+        plan = self._mma_plan(m, groups, mma_blocks_per_group(groups, x.n // 256), x)
         args: list[KernelArg] = [
             (w_gate, P),
             (w_up, P),
-            *([(self.gemm_x, P)] if gemm else [(x.xs, P), (x.xsum, P)]),
+            *plan.x_args,
             (act.xs, P),
             (act.xsum, P),
             (act.n, I32),
             (x.n, I32),
             (m, I32),
-            (blocks, I32),
-            (parts, I32),
+            (plan.blocks, I32),
+            (plan.parts, I32),
             (self.scratch, P),
             (self.counters, P),
         ]
-        grid = (groups * blocks, passes, 1)
-        if gemm:
-            return self._gemm_sites(f"mma_gemm_swiglu_{qtype}", qtype, groups, blocks, passes, args, x, m)
-        return [
-            self._site(
-                f"gemv_{qtype}",
-                f"mma_swiglu_{qtype}_n{nt}",
-                grid,
-                MMA_THREADS,
-                args,
-                shmem=mma_smem_bytes(qtype, nt),
-                cluster=mma_cluster(blocks, groups * blocks * passes, nt),
-            )
-        ]
+        return self._mma_sites(plan, qtype, f"mma_gemm_swiglu_{qtype}", f"mma_swiglu_{qtype}_n{plan.nt}", args, x)
 
     def _check_scratch(self, passes: int, groups: int, blocks: int, nt: int) -> None:
         if blocks > 1:  # partials: [pass][group][block][warp][NT*128] floats
