@@ -62,6 +62,10 @@ GEMM_TOKENS = 64  # ptx/gemm.cuh GEMM_TOKENS: tokens per pass
 GEMM_STAGES = 2  # ptx/gemm.cuh GEMM_STAGES
 GX_CHUNK = 37 * 2048  # ptx/gemm.cuh GX_CHUNK: staged bytes of one pass and super-block
 GEMM_MIN_ROWS = int(os.environ.get("QTUI_GEMM_MIN_ROWS", "33"))
+# Up to one pass (m <= GEMM_TOKENS: decode steps) the GEMM pays only on launches of at least this many 16-row x
+# 256-value units (tile groups x 8 tiles x super-blocks): one block per SM loses to the GEMV's two on small matrices
+# (the 0.8b m = 64 step; the 4b's per-layer matrices have 2560 - 11520 units). QTUI_GEMM_DECODE_MIN_UNITS for A/B.
+GEMM_DECODE_MIN_UNITS = int(os.environ.get("QTUI_GEMM_DECODE_MIN_UNITS", "4096"))
 GEMM_RESIDENT_BLOCKS = 132  # one GEMM block per SM (224+ registers per thread)
 GEMM_SERIAL_MIN_FILL = float(os.environ.get("QTUI_GEMM_SERIAL_MIN_FILL", "0.5"))
 GEMM_X_BYTES = 32 << 20  # the staged activations of one GEMM (256 rows x K 16384 fit)
@@ -126,6 +130,12 @@ def mma_launch_blocks(nt: int, parts: int, groups: int, passes: int) -> int:
     fill = grid / (MMA_RESIDENT_BLOCKS * -(-grid // MMA_RESIDENT_BLOCKS))  # the share of its waves' slots it uses
     serial = parts > 1 and nt >= max(MMA_SERIAL_NT, MMA_RING_NT + 1) and fill >= MMA_SERIAL_MIN_FILL
     return 1 if serial else parts
+
+
+def uses_gemm(m: int, groups: int, n_sb: int) -> bool:
+    """Whether a tensor-core launch of m rows over `groups` tile groups and n_sb super-blocks runs as the GEMM: from
+    GEMM_MIN_ROWS rows, and within one pass only for launches of GEMM_DECODE_MIN_UNITS units. Speed only."""
+    return m >= GEMM_MIN_ROWS and (m > GEMM_TOKENS or groups * MMA_WARPS * n_sb >= GEMM_DECODE_MIN_UNITS)
 
 
 def gemm_launch_blocks(parts: int, groups: int, passes: int) -> int:
@@ -261,7 +271,7 @@ class KernelTable:
     ) -> list[Kernel]:
         """y_i[m][n_i] = x[m] @ W_i^T for up to 4 matrices (w, n_i) sharing x, stored back to back in one tiled
         buffer (each matrix starts on a tile); y_0 += res when res is given. One launch, or two for the GEMM
-        (m >= GEMM_MIN_ROWS: x staged first)."""
+        (uses_gemm: x staged first)."""
         n_in = x.n
         assert n_in % 256 == 0 and 1 <= len(outputs) <= 4 and m >= 1, (n_in, outputs, m)
         outs = list(outputs) + [(0, 0)] * (4 - len(outputs))
@@ -279,8 +289,8 @@ class KernelTable:
 
     def _mma_plan(self, m: int, groups: int, parts: int, x: Split) -> _MmaPlan:
         """How a tensor-core launch of m rows over `groups` tile groups and `parts` K parts runs: the 64-token GEMM
-        from GEMM_MIN_ROWS rows (x read from the staged buffer), else the GEMV's NT-token passes."""
-        gemm = m >= GEMM_MIN_ROWS
+        (uses_gemm; x read from the staged buffer), else the GEMV's NT-token passes."""
+        gemm = uses_gemm(m, groups, x.n // 256)
         nt = GEMM_TOKENS // 8 if gemm else mma_token_tiles(m)
         passes = -(-m // (8 * nt))
         blocks = gemm_launch_blocks(parts, groups, passes) if gemm else mma_launch_blocks(nt, parts, groups, passes)
@@ -325,7 +335,7 @@ class KernelTable:
 
     def swiglu_gemv(self, *, qtype: str, w_gate: int, w_up: int, x: Split, act: Split, m: int) -> list[Kernel]:
         """act[m] = split(silu(x @ Wg^T) * (x @ Wu^T)) for gate and up of one tiled type (n_ff = act.n). One
-        launch, or two for the GEMM (m >= GEMM_MIN_ROWS)."""
+        launch, or two for the GEMM (uses_gemm)."""
         assert qtype in MMA_TYPES and act.n % 16 == 0
         groups = mma_groups(n_tiles(act.n), 2)
         plan = self._mma_plan(m, groups, mma_blocks_per_group(groups, x.n // 256), x)

@@ -82,7 +82,9 @@ def test_every_row_count_is_bitwise_the_single_row(gpu, qtype, n_out, n_in, seri
     """Row i of an m-row launch is bitwise the m=1 launch on row i alone, for every m in 1..64 (decode steps)
     and for prefill chunks of 65..256 rows (several passes); always with a K split (the groups are few, so B > 1):
     across blocks at every m, or (`serial`: the fill rule waived) walked by one block from NT = 4 on. From
-    GEMM_MIN_ROWS rows on the launches are the 64-token GEMM (ptx/gemm.cuh): wgmma against the m = 1 mma.sync."""
+    GEMM_MIN_ROWS rows on the launches are the 64-token GEMM (ptx/gemm.cuh, at every size here: the decode-size
+    threshold waived): wgmma against the m = 1 mma.sync."""
+    monkeypatch.setattr(kernels, "GEMM_DECODE_MIN_UNITS", 0)
     if serial:
         monkeypatch.setattr(kernels, "MMA_SERIAL_MIN_FILL", 0.0)
         monkeypatch.setattr(kernels, "GEMM_SERIAL_MIN_FILL", 0.0)
@@ -147,7 +149,8 @@ def test_residual_add_in_place(gpu):
 
 
 @pytest.mark.parametrize("qtype", MMA_TYPES)
-def test_swiglu_gemv_matches_oracle_and_is_row_invariant(gpu, qtype):
+def test_swiglu_gemv_matches_oracle_and_is_row_invariant(gpu, qtype, monkeypatch):
+    monkeypatch.setattr(kernels, "GEMM_DECODE_MIN_UNITS", 0)  # the GEMM from GEMM_MIN_ROWS rows even on this size
     rng = np.random.default_rng()
     n_ff, n_in = 256 + 64, 768
     (rg, dg), (ru, du) = random_weight(qtype, n_ff, n_in, rng), random_weight(qtype, n_ff, n_in, rng)

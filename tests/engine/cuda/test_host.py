@@ -174,6 +174,12 @@ def test_gemv_sites_choose_kernels_by_type_and_rows(monkeypatch):
         assert k.grid == (144, 1, 1)  # 144 blocks fill 55 % of two waves of 132: one block walks the 3 parts
         *_, k = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=256)
         assert k.grid == (144, 4, 1)  # 576 blocks: 87 % of five waves, one block walks the parts
+    small = Split(1, 2, 1024)  # 0.8b ffn down shape (64 tiles, 14 super-blocks): 896 units, the GEMV up to one pass
+    for m, want in ((33, 1), (64, 1), (65, 2), (256, 2)):
+        assert len(kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 3584), outputs=[(3, 1024)], m=m)) == want
+        assert len(kt.swiglu_gemv(qtype="q4_k", w_gate=1, w_up=2, x=small, act=Split(3, 4, 3584), m=m)) == want
+    assert kernels.uses_gemm(64, 64, 8) and not kernels.uses_gemm(64, 63, 8) and kernels.uses_gemm(65, 1, 1)
+    assert not kernels.uses_gemm(32, 10**6, 64)
     monkeypatch.setattr(kernels, "GEMM_MIN_ROWS", 1 << 20)  # QTUI_GEMM_MIN_ROWS: the GEMM off
     (k,) = kt.gemv(qtype="q4_k", w=1, x=x, outputs=[(3, 2560)], m=256, res=3)
     assert k.name == "mma_gemv_q4_k_n4" and k.grid == (20, 8, 1)  # 160 blocks: 61 % of 264 slots, serial
