@@ -5,15 +5,17 @@
 // Same bits as the GEMV (mma.cuh), by construction and by measurement:
 // * per output element the arithmetic is mma_warp's: for each scale group P = the chain lo s0, hi s0 (, lo s1,
 //   hi s1) of k16 steps from zero, then acc = fmaf(scale, P, acc) (and the min term, by three more k16 steps or
-//   one FMA per group), super-blocks in order, K parts summed from zero and added in the order 0..B-1;
+//   one FMA per group), each super-block from zero; the super-block sums of a K part added in order, the parts'
+//   sums in the order 0..B-1;
 // * one wgmma k16 step gives the same float as one mma.sync m16n8k16 step for every element (A from registers,
 //   B from shared memory; 37 M random elements, chains of 4, N = 8 and 64:
 //   tests/witness/gpu-2026-12-04-wgmma-probe.txt), and the k order inside a step is the fragments' own (the
 //   staged B rows hold the quads' words in the A fragment's k order, below).
 //
 // Block = two warpgroups = 8 warps, each warp one 16-row tile as in mma_group (a warpgroup's wgmma covers its
-// four warps' tiles: 64 rows), 64 tokens (NT = 8 in the GEMV's terms). Per super-block a stage of shared memory
-// holds the pass's staged x (GX_CHUNK bytes, one bulk copy) and the 8 warps' weight units (a bulk copy each);
+// four warps' tiles: 64 rows), 64 tokens (NT = 8 in the GEMV's terms). One block per SM walks an equal share of
+// the launch's (pass, tile group, super-block) units (GemmWork). Per unit a stage of shared memory holds the
+// pass's staged x (a prefix of GX_CHUNK, one bulk copy) and the 8 warps' weight units (a bulk copy each);
 // GEMM_STAGES stages in flight. The scale FMAs of group q run while group q + 1's wgmmas are in flight.
 #pragma once
 #include "mma.cuh"
@@ -35,13 +37,22 @@
 
 template <class F>
 struct GemmStage {
-    static constexpr int BYTES = (GX_CHUNK + MMA_WARPS * F::UNIT + 127) / 128 * 128;  // x, then warp w's unit
+    // the prefix of the chunk a type reads: the x matrices, + the min product's B (Q4_K, Q5_K), + the slice sums
+    static constexpr int X_BYTES = !F::HAS_MIN ? GX_MIN : F::MIN_MMA && MMA_MIN_MMA ? GX_SUM : GX_CHUNK;
+    static constexpr int BYTES = (X_BYTES + MMA_WARPS * F::UNIT + 127) / 128 * 128;  // x, then warp w's unit
     static constexpr int SMEM = GEMM_STAGES * BYTES + 8 * GEMM_STAGES;               // + one mbarrier per stage
-    static_assert(SMEM >= MMA_WARPS * Ring<F, 8>::BYTES, "the stages hold the output tiles afterwards");
 };
+// After the stages and their mbarriers: the SwiGLU epilogue's exchange of 4 tiles (kernels.py gemm_smem_bytes).
+#define GEMM_XCH_AT(stages_end) ((stages_end) + 128)
+#define GEMM_XCH (4 * GEMM_TOKENS * 16 * 4)
 
 __device__ __forceinline__ uint64_t gx_desc(uint32_t addr) {  // no swizzle, LBO 128, SBO 256 (above)
     return (uint64_t)((addr >> 4) & 0x3FFF) | ((uint64_t)(128 >> 4) << 16) | ((uint64_t)(256 >> 4) << 32);
+}
+// gx_desc(addr + OFF) from d = gx_desc(addr): shared addresses stay below 2^18, so the 14-bit address field
+// (addr >> 4) never carries into the next one; the 32-bit add keeps the descriptor math to one uniform op.
+__device__ __forceinline__ uint64_t gx_desc_add(uint64_t d, uint32_t off) {
+    return (d & 0xFFFFFFFF00000000ull) | (uint32_t)((uint32_t)d + (off >> 4));
 }
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
@@ -63,140 +74,240 @@ __device__ __forceinline__ void wgmma64(float (&d)[32], const uint32_t (&a)[4], 
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(ACC));
 }
 
-// mma_group's warp_sum for the GEMM: every warp of the block walks the BLOCK's K range (K part b of B, or all
-// parts in order when one block takes them: the wgmmas and barriers are collective), a tile past the matrix
-// repeating the last one (mma_group clamps it; never stored). pa, pb are ignored for that reason.
-template <class F>
-struct GemmWarpSum {
-    const uint8_t* gx;  // the staged activations of this launch: [pass][n_sb] chunks of GX_CHUNK bytes
-    MmaShape sh;
-    __device__ __forceinline__ void operator()(const uint8_t* tile, int, int, float (&acc)[8][4]) const {
-        constexpr bool MIN_BY_MMA = F::MIN_MMA && MMA_MIN_MMA;
-        constexpr int S = GEMM_STAGES, SB = GemmStage<F>::BYTES;
-        extern __shared__ __align__(128) uint8_t mma_smem[];
-        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = lane & 3;
-        const int n_sb = sh.n_in >> 8, b = blockIdx.x % sh.blocks;
-        const int pa = sh.blocks > 1 ? b : 0, pb = sh.blocks > 1 ? b + 1 : sh.parts;
-        const int sb0 = pa * n_sb / sh.parts, units = pb * n_sb / sh.parts - sb0;
-        const uint8_t* gx_pass = gx + (long long)blockIdx.y * n_sb * GX_CHUNK;
-        const uint32_t stages = smem_u32(mma_smem), bars = stages + S * SB;
+// The GEMM's work, fixed by the launch: U = passes x groups x n_sb UNITS (one super-block of one tile group in
+// one pass), in that order, cut into gridDim.x contiguous ranges of (nearly) equal length, one per block: every
+// SM gets the same number of super-blocks whatever the matrix shape (a grid of one block per tile group left a
+// third of the SMs idle on 97 groups, and ran a second wave for 12 of 144). A block walks its range through one
+// pipeline of GEMM_STAGES stages, so its start-up is paid once per launch, not once per tile group.
+struct GemmWork {
+    int n_sb, groups, parts, units, blocks;
+    __device__ int first(int b) const { return (int)((long long)b * units / blocks); }  // block b: [first(b), first(b + 1))
+    __device__ int block_of(int u) const { return (int)(((long long)(u + 1) * blocks - 1) / units); }
+    __device__ int part_lo(int c) const { return c * n_sb / parts; }  // K part c: super-blocks [part_lo(c), part_lo(c + 1))
+    __device__ int part_of(int sb) const { return ((sb + 1) * parts - 1) / n_sb; }
+};
+
+// The block adds k arrivals to `counter` (of n in all): true in the block whose arrivals complete it (which resets
+// it for the next launch). The block's stores before it are released, the other blocks' acquired (as
+// arrive_release_acquire does).
+__device__ __forceinline__ bool gemm_block_arrive(int* counter, int k, int n) {
+    __shared__ int last;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int prev;
+        asm volatile("fence.acq_rel.gpu;\n\tatom.relaxed.gpu.global.add.s32 %0, [%1], %2;\n\tfence.acq_rel.gpu;"
+                     : "=r"(prev)
+                     : "l"(counter), "r"(k)
+                     : "memory");
+        last = prev + k == n;
+        if (last) *counter = 0;
+    }
+    __syncthreads();
+    return last;
+}
+
+// A thread's 32 accumulator floats in a slab of scratch: float k of thread i at k * MMA_THREADS + i (coalesced).
+#define GEMM_SLAB (32 * MMA_THREADS)
+__device__ __forceinline__ void slab_store(float* slab, const float (&v)[8][4]) {
+#pragma unroll
+    for (int k = 0; k < 32; k++) slab[k * MMA_THREADS + threadIdx.x] = v[k >> 2][k & 3];
+}
+__device__ __forceinline__ void slab_load(const float* slab, float (&v)[8][4]) {
+#pragma unroll
+    for (int k = 0; k < 32; k++) v[k >> 2][k & 3] = __ldcg(slab + k * MMA_THREADS + threadIdx.x);
+}
+// v = ((slab 0 + slab 1) + slab 2) + ... + slab n - 1, the next slab's loads in flight while one is added
+__device__ __forceinline__ void slab_fold(const float* base, int n, float (&v)[8][4]) {
+    float next[8][4];
+    slab_load(base, v);
+    if (n > 1) slab_load(base + GEMM_SLAB, next);
+    for (int k = 1; k < n; k++) {
+        float cur[8][4];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) cur[j][i] = next[j][i];
+        if (k + 1 < n) slab_load(base + (long long)(k + 1) * GEMM_SLAB, next);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) v[j][i] += cur[j][i];
+    }
+}
+
+// The GEMM over R matrices (1, or gate and up: warps 0..3 and 4..7 over the same rows), every warp one 16-row tile
+// of its tile group. Per unit the arithmetic of mma_warp: the super-block summed from zero; a K part's sum is its
+// super-blocks' sums added in order, the tile's sum its parts' sums added in order. A part lying wholly in the
+// block is added up in registers; the super-block sums of a part cut by a range boundary go to scratch, and the
+// last block of the part to arrive adds them. Likewise the part sums of a tile group cut by a boundary, and the
+// block completing their count adds those. The arrivals wait for the end of the range: a block stalls on them
+// (its stores released GPU-wide) only once its pipeline has nothing left to do. `store(T, xch, group, tok0)`
+// writes a tile group's results from each warp's sum T (GemmGemvStore, GemmSwigluStore; xch: GEMM_XCH bytes of
+// shared memory after the stages).
+// scratch: [blocks][longest part] super-block sums, [blocks][parts] part sums (each cut part or group is filed
+// under the block holding its first unit: at most one of each starts in a block and runs past it); counters:
+// [blocks] for the parts, [blocks] for the groups.
+template <class F, int R, class Store>
+__device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const uint8_t* gx, const MmaShape& sh,
+                                          float* scratch, int* counters, const Store& store) {
+    constexpr bool MIN_BY_MMA = F::MIN_MMA && MMA_MIN_MMA;
+    constexpr int S = GEMM_STAGES, SB = GemmStage<F>::BYTES, XB = GemmStage<F>::X_BYTES, TPB = MMA_WARPS / R;
+    extern __shared__ __align__(128) uint8_t mma_smem[];
+    pdl_launch_dependents();
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = lane & 3;
+    const int n_sb = sh.n_in >> 8, groups = (sh.n_tiles + TPB - 1) / TPB;
+    const GemmWork wk{n_sb, groups, sh.parts, (sh.m + GEMM_TOKENS - 1) / GEMM_TOKENS * groups * n_sb, (int)gridDim.x};
+    const int u0 = wk.first(blockIdx.x), u1 = wk.first(blockIdx.x + 1), L = (n_sb + sh.parts - 1) / sh.parts;
+    float* sb_sums = scratch;
+    float* part_sums = sb_sums + (long long)wk.blocks * L * GEMM_SLAB;
+    const uint32_t stages = smem_u32(mma_smem), bars = stages + S * SB;
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < S; i++) mbar_init(bars + 8 * i);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    // stage (u - u0) % S <- unit u: this warp's weight unit (asked for before pdl_wait), and the pass's x chunk
+    const auto fill_w = [&](int u) {
+        const int sb = u % n_sb, tile = min((u / n_sb) % groups * TPB + warp % TPB, sh.n_tiles - 1);
+        if (lane == 0)
+            bulk_copy_tx(stages + (u - u0) % S * SB + XB + warp * F::UNIT,
+                         W[warp / TPB] + (long long)F::UNIT * ((long long)n_sb * tile + sb), F::UNIT,
+                         bars + 8 * ((u - u0) % S));
+    };
+    const auto fill_x = [&](int u) {
         if (threadIdx.x == 0) {
-            for (int i = 0; i < S; i++) mbar_init(bars + 8 * i);
-            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+            const int sb = u % n_sb, pass = u / n_sb / groups;
+            mbar_arrive_expect(bars + 8 * ((u - u0) % S), XB + MMA_WARPS * F::UNIT);
+            bulk_copy_tx(stages + (u - u0) % S * SB, gx + ((long long)pass * n_sb + sb) * GX_CHUNK, XB,
+                         bars + 8 * ((u - u0) % S));
         }
-        __syncthreads();
-        // stage du % S <- super-block sb0 + du: this warp's unit (weights: asked for before pdl_wait), and x
-        const auto fill_w = [&](int du) {
-            if (lane == 0)
-                bulk_copy_tx(stages + (du % S) * SB + GX_CHUNK + warp * F::UNIT, tile + (long long)F::UNIT * (sb0 + du),
-                             F::UNIT, bars + 8 * (du % S));
-        };
-        const auto fill_x = [&](int du) {
-            if (threadIdx.x == 0) {
-                mbar_arrive_expect(bars + 8 * (du % S), GX_CHUNK + MMA_WARPS * F::UNIT);
-                bulk_copy_tx(stages + (du % S) * SB, gx_pass + (long long)GX_CHUNK * (sb0 + du), GX_CHUNK,
-                             bars + 8 * (du % S));
-            }
-        };
-        for (int du = 0; du < S && du < units; du++) fill_w(du);
-        pdl_wait();
-        for (int du = 0; du < S && du < units; du++) fill_x(du);
+    };
+    for (int u = u0; u < u0 + S && u < u1; u++) fill_w(u);
+    pdl_wait();
+    for (int u = u0; u < u0 + S && u < u1; u++) fill_x(u);
+    float acc[8][4], run[8][4], T[8][4], P[2][32];  // super-block, part and tile-group sums; MMA chains
+    int given0 = 0, given1 = 0;  // part sums this block gave the cut tile groups of its first and its last unit
+    uint8_t* xch = mma_smem + GEMM_XCH_AT(S * SB);
+    for (int u = u0; u < u1; u++) {
+        const int du = u - u0, sb = u % n_sb, group = (u / n_sb) % groups, pass = u / n_sb / groups;
+        const uint64_t dx = gx_desc(stages + (du % S) * SB);  // the stage's x matrices: gx_desc_add
+        mbar_wait(bars + 8 * (du % S), (du / S) & 1);
+        typename F::Raw raw;
+        F::template load<FromShared>(mma_smem + (du % S) * SB + XB + warp * F::UNIT, lane, raw);
+        typename F::Scales scales;
+        F::unpack(raw, scales);
+        const float* sums = reinterpret_cast<const float*>(mma_smem + (du % S) * SB + GX_SUM);
 #pragma unroll
         for (int j = 0; j < 8; j++)
 #pragma unroll
             for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
-        float P[2][32], tot[8][4];
-        int part = pa, part_end = (pa + 1) * n_sb / sh.parts;
-        for (int du = 0; du < units; du++) {
-            const uint32_t stage = stages + (du % S) * SB;
-            mbar_wait(bars + 8 * (du % S), (du / S) & 1);
-            typename F::Raw raw;
-            F::template load<FromShared>(mma_smem + (du % S) * SB + GX_CHUNK + warp * F::UNIT, lane, raw);
-            typename F::Scales scales;
-            F::unpack(raw, scales);
-            const float* sums = reinterpret_cast<const float*>(mma_smem + (du % S) * SB + GX_SUM);
-            // acc += scale * P of group q (then minus min * group sum), token tile j = tokens 8 j + 2 t (+ 1)
-            const auto scale_group = [&](int q, const float(&p)[32]) {
-                float sg, mg, s8, m8;
-                F::scale(raw, scales, q, sg, mg, s8, m8);
+        // acc += scale * P of group q (then minus min * group sum), token tile j = tokens 8 j + 2 t (+ 1)
+        const auto scale_group = [&](int q, const float(&p)[32]) {
+            float sg, mg, s8, m8;
+            F::scale(raw, scales, q, sg, mg, s8, m8);
 #pragma unroll
-                for (int j = 0; j < 8; j++) {
-                    acc[j][0] = fmaf(sg, p[4 * j + 0], acc[j][0]);
-                    acc[j][1] = fmaf(sg, p[4 * j + 1], acc[j][1]);
-                    acc[j][2] = fmaf(s8, p[4 * j + 2], acc[j][2]);
-                    acc[j][3] = fmaf(s8, p[4 * j + 3], acc[j][3]);
-                    if (F::HAS_MIN && !MIN_BY_MMA) {
-                        const float X0 = group_sum<F::SPG>(sums + (8 * j + 2 * t) * 16 + F::SPG * q);
-                        const float X1 = group_sum<F::SPG>(sums + (8 * j + 2 * t + 1) * 16 + F::SPG * q);
-                        acc[j][0] = fmaf(-mg, X0, acc[j][0]);
-                        acc[j][1] = fmaf(-mg, X1, acc[j][1]);
-                        acc[j][2] = fmaf(-m8, X0, acc[j][2]);
-                        acc[j][3] = fmaf(-m8, X1, acc[j][3]);
-                    }
-                }
-            };
-#pragma unroll
-            for (int grp = 0; grp < F::GROUPS; grp++) {
-                uint32_t a[F::SPG][4];
-#pragma unroll
-                for (int si = 0; si < F::SPG; si++) F::frag(raw, grp * F::SPG + si, a[si]);
-                wgmma_fence();  // a[] was written by ordinary instructions
-#pragma unroll
-                for (int si = 0; si < F::SPG; si++) {
-                    const int s = grp * F::SPG + si;
-                    if (si == 0) wgmma64<0>(P[grp & 1], a[si], gx_desc(stage + GX_MAT * (2 * s)));  // lo first
-                    else wgmma64<1>(P[grp & 1], a[si], gx_desc(stage + GX_MAT * (2 * s)));
-                    wgmma64<1>(P[grp & 1], a[si], gx_desc(stage + GX_MAT * (2 * s + 1)));
-                }
-                wgmma_commit();
-                if (grp > 0) {
-                    wgmma_wait<1>();  // group grp - 1's chain is done; grp's runs on
-                    scale_group(grp - 1, P[(grp - 1) & 1]);
+            for (int j = 0; j < 8; j++) {
+                acc[j][0] = fmaf(sg, p[4 * j + 0], acc[j][0]);
+                acc[j][1] = fmaf(sg, p[4 * j + 1], acc[j][1]);
+                acc[j][2] = fmaf(s8, p[4 * j + 2], acc[j][2]);
+                acc[j][3] = fmaf(s8, p[4 * j + 3], acc[j][3]);
+                if (F::HAS_MIN && !MIN_BY_MMA) {
+                    const float X0 = group_sum<F::SPG>(sums + (8 * j + 2 * t) * 16 + F::SPG * q);
+                    const float X1 = group_sum<F::SPG>(sums + (8 * j + 2 * t + 1) * 16 + F::SPG * q);
+                    acc[j][0] = fmaf(-mg, X0, acc[j][0]);
+                    acc[j][1] = fmaf(-mg, X1, acc[j][1]);
+                    acc[j][2] = fmaf(-m8, X0, acc[j][2]);
+                    acc[j][3] = fmaf(-m8, X1, acc[j][3]);
                 }
             }
+        };
+#pragma unroll
+        for (int grp = 0; grp < F::GROUPS; grp++) {
+            uint32_t a[F::SPG][4];
+#pragma unroll
+            for (int si = 0; si < F::SPG; si++) F::frag(raw, grp * F::SPG + si, a[si]);
+            wgmma_fence();  // a[] was written by ordinary instructions
+#pragma unroll
+            for (int si = 0; si < F::SPG; si++) {
+                const int s = grp * F::SPG + si;
+                if (si == 0) wgmma64<0>(P[grp & 1], a[si], gx_desc_add(dx, GX_MAT * (2 * s)));  // lo first
+                else wgmma64<1>(P[grp & 1], a[si], gx_desc_add(dx, GX_MAT * (2 * s)));
+                wgmma64<1>(P[grp & 1], a[si], gx_desc_add(dx, GX_MAT * (2 * s + 1)));
+            }
+            wgmma_commit();
+            if (grp > 0) {
+                wgmma_wait<1>();  // group grp - 1's chain is done; grp's runs on
+                scale_group(grp - 1, P[(grp - 1) & 1]);
+            }
+        }
+        wgmma_wait<0>();
+        scale_group(F::GROUPS - 1, P[(F::GROUPS - 1) & 1]);
+        if constexpr (MIN_BY_MMA) {  // min_by_mma: acc -= dmin * (mins . group sums), three k16 steps
+            const uint32_t a[4] = {k_min_pair(scales.g, t), k_min_pair(scales.g8, t), 0u, 0u};
+            wgmma_fence();
+            wgmma64<0>(P[0], a, gx_desc_add(dx, GX_MIN));
+            wgmma64<1>(P[0], a, gx_desc_add(dx, GX_MIN + GX_MAT));
+            wgmma64<1>(P[0], a, gx_desc_add(dx, GX_MIN + 2 * GX_MAT));
+            wgmma_commit();
             wgmma_wait<0>();
-            scale_group(F::GROUPS - 1, P[(F::GROUPS - 1) & 1]);
-            if constexpr (MIN_BY_MMA) {  // min_by_mma: acc -= dmin * (mins . group sums), three k16 steps
-                const uint32_t a[4] = {k_min_pair(scales.g, t), k_min_pair(scales.g8, t), 0u, 0u};
-                wgmma_fence();
-                wgmma64<0>(P[0], a, gx_desc(stage + GX_MIN));
-                wgmma64<1>(P[0], a, gx_desc(stage + GX_MIN + GX_MAT));
-                wgmma64<1>(P[0], a, gx_desc(stage + GX_MIN + 2 * GX_MAT));
-                wgmma_commit();
-                wgmma_wait<0>();
 #pragma unroll
-                for (int j = 0; j < 8; j++) {
-                    acc[j][0] = fmaf(-scales.g.dmin, P[0][4 * j + 0], acc[j][0]);
-                    acc[j][1] = fmaf(-scales.g.dmin, P[0][4 * j + 1], acc[j][1]);
-                    acc[j][2] = fmaf(-scales.g8.dmin, P[0][4 * j + 2], acc[j][2]);
-                    acc[j][3] = fmaf(-scales.g8.dmin, P[0][4 * j + 3], acc[j][3]);
-                }
-            }
-            if (pb - pa > 1 && sb0 + du + 1 == part_end) {  // part `part` is summed: add it in order (mma_warp)
-#pragma unroll
-                for (int j = 0; j < 8; j++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++) {
-                        tot[j][i] = part == pa ? acc[j][i] : tot[j][i] + acc[j][i];
-                        acc[j][i] = 0.0f;
-                    }
-                part++;
-                part_end = (part + 1) * n_sb / sh.parts;
-            }
-            __syncthreads();  // every warp is done with the stage (its wgmmas waited for): refill it
-            if (du + S < units) {
-                fill_w(du + S);
-                fill_x(du + S);
+            for (int j = 0; j < 8; j++) {
+                acc[j][0] = fmaf(-scales.g.dmin, P[0][4 * j + 0], acc[j][0]);
+                acc[j][1] = fmaf(-scales.g.dmin, P[0][4 * j + 1], acc[j][1]);
+                acc[j][2] = fmaf(-scales.g8.dmin, P[0][4 * j + 2], acc[j][2]);
+                acc[j][3] = fmaf(-scales.g8.dmin, P[0][4 * j + 3], acc[j][3]);
             }
         }
-        if (pb - pa > 1) {
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) acc[j][i] = tot[j][i];
+        __syncthreads();  // every warp is done with the stage (its wgmmas waited for): refill it
+        if (u + S < u1) {
+            fill_w(u + S);
+            fill_x(u + S);
         }
+        // acc = this super-block's sum: into its part's sum (run), then the part's sum into the group's (T)
+        const int c = wk.part_of(sb), lo = wk.part_lo(c), hi = wk.part_lo(c + 1), ug = u - sb;
+        if (ug + lo < u0 || ug + hi > u1) {  // a cut part: its super-block sums meet in scratch (settled below)
+            slab_store(sb_sums + ((long long)wk.block_of(ug + lo) * L + sb - lo) * GEMM_SLAB, acc);
+            continue;
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) run[j][i] = sb == lo ? acc[j][i] : run[j][i] + acc[j][i];
+        if (sb + 1 < hi) continue;
+        if (ug < u0 || ug + n_sb > u1) {  // the part is summed, its tile group cut: the sum meets the others below
+            slab_store(part_sums + ((long long)wk.block_of(ug) * sh.parts + c) * GEMM_SLAB, run);
+            (u / n_sb == u0 / n_sb ? given0 : given1)++;
+            continue;
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) T[j][i] = c == 0 ? run[j][i] : T[j][i] + run[j][i];
+        if (c + 1 == sh.parts) store(T, xch, group, pass * GEMM_TOKENS);  // the whole group was this block's
     }
-};
+    // The cut parts and groups, after the range (their sums' stores have long drained: the release is quick): the
+    // part holding the first unit, the one holding the last; then the first and the last tile group.
+    const int r0 = u0 / n_sb, r1 = (u1 - 1) / n_sb;  // (pass, group) of the first and the last unit
+    for (int side = 0; side < 2; side++) {
+        const int u = side ? u1 - 1 : u0, sb = u % n_sb, ug = u - sb, c = wk.part_of(sb);
+        const int lo = ug + wk.part_lo(c), hi = ug + wk.part_lo(c + 1);
+        if ((lo >= u0 && hi <= u1) || (side && lo <= u0)) continue;  // whole, or the first unit's part again
+        const int slot = wk.block_of(lo);
+        if (!gemm_block_arrive(counters + slot, 1, wk.block_of(hi - 1) - slot + 1)) continue;
+        slab_fold(sb_sums + (long long)slot * L * GEMM_SLAB, hi - lo, run);  // the last to arrive adds them
+        slab_store(part_sums + ((long long)wk.block_of(ug) * sh.parts + c) * GEMM_SLAB, run);
+        (side && r1 != r0 ? given1 : given0)++;
+    }
+    for (int side = 0; side < 2; side++) {
+        const int r = side ? r1 : r0, ug = r * n_sb;
+        const int given = side ? (r1 != r0 ? given1 : 0) : given0;
+        if (!given) continue;  // nothing given (a whole group is done; one group: counted once, by side 0)
+        const int slot = wk.block_of(ug);
+        if (!gemm_block_arrive(counters + wk.blocks + slot, given, sh.parts)) continue;
+        slab_fold(part_sums + (long long)slot * sh.parts * GEMM_SLAB, sh.parts, T);  // the last adds the parts
+        store(T, xch, r % groups, r / groups * GEMM_TOKENS);
+    }
+}
 
 // The GEMM's activations: split rows [m][n_in] -> the staged chunks of gemm.cuh's layout. Grid (pass,
 // super-block, 5), 256 threads: blocks z < 4 stage slices 4z .. 4z + 3 (a (token, slice) per thread), z = 4 the
@@ -239,18 +350,79 @@ __device__ __forceinline__ void gemm_stage_x_body(const uint4* __restrict__ xs, 
     }
 }
 
+// The GEMM's epilogues, from each warp's tile sum T in registers (the C fragment: token 8 j + 2 t (+ 1), row g
+// (+ 8)). GEMV: y straight from the fragments (8 lanes write 8 consecutive floats: whole 32-byte sectors).
+struct GemmGemvStore {
+    Segments seg;
+    MmaShape sh;
+    __device__ __forceinline__ void operator()(const float (&T)[8][4], uint8_t*, int group, int tok0) const {
+        const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, tile = group * MMA_WARPS + (threadIdx.x >> 5);
+        if (tile >= sh.n_tiles) return;
+        int s = 0, t0 = 0;  // the segment holding this tile
+#pragma unroll
+        for (int k = 0; k < 3; k++) {
+            const int n = (seg.n[s] + 15) >> 4;
+            if (tile >= t0 + n) { t0 += n; s++; }
+        }
+        const int rows = seg.n[s];
+        float* y = s == 0 ? seg.y[0] : s == 1 ? seg.y[1] : s == 2 ? seg.y[2] : seg.y[3];
+        const float* res = s == 0 ? seg.res : nullptr;
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int tok = tok0 + 8 * j + 2 * t + (i & 1), row = 16 * (tile - t0) + g + 8 * (i >> 1);
+                if (tok >= sh.m || row >= rows) continue;
+                const long long o = (long long)tok * rows + row;
+                y[o] = res ? res[o] + T[j][i] : T[j][i];
+            }
+    }
+};
+// SwiGLU: the up warps leave their tiles in shared memory (xch, 4 x [64 tokens][16 rows] floats), the gate warps
+// replace them by act = silu(gate) * up, then the block writes act in the split format (swiglu_store).
+struct GemmSwigluStore {
+    uint4* act;
+    float* act_sum;
+    int n_ff;
+    MmaShape sh;
+    __device__ __forceinline__ void operator()(const float (&T)[8][4], uint8_t* xch, int group, int tok0) const {
+        constexpr int TPB = MMA_WARPS / 2, TILE = GEMM_TOKENS * 16;
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+        float* tiles = reinterpret_cast<float*>(xch);
+        float* mine = tiles + (warp % TPB) * TILE;
+        if (warp >= TPB) {
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) mine[frag_at(j, i, g, t)] = T[j][i];
+        }
+        __syncthreads();
+        if (warp < TPB) {
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    float& v = mine[frag_at(j, i, g, t)];
+                    v = swiglu(T[j][i], v);
+                }
+        }
+        __syncthreads();
+        swiglu_store<GEMM_TOKENS / 8, false>(tiles, TILE, group, tok0, act, act_sum, n_ff, sh);
+    }
+};
+
 #define GEMM_KERNELS(FMT, NAME)                                                                               \
     extern "C" __global__ void __launch_bounds__(MMA_THREADS, 1) mma_gemm_##NAME(                             \
         const uint8_t* W, const uint8_t* gx, const float* res, float* y0, int n0, float* y1, int n1, float* y2, \
-        int n2, float* y3, int n3, int n_in, int m, int n_tiles, int blocks, int parts, float* scratch,        \
-        int* counters) {                                                                                      \
-        const Segments seg{{y0, y1, y2, y3}, {n0, n1, n2, n3}, res};                                          \
-        const MmaShape sh{n_in, m, n_tiles, blocks, parts};                                                   \
-        mma_gemv_body<FMT, 8>(W, GemmWarpSum<FMT>{gx, sh}, seg, sh, scratch, counters);                       \
+        int n2, float* y3, int n3, int n_in, int m, int n_tiles, int parts, float* scratch, int* counters) {  \
+        const MmaShape sh{n_in, m, n_tiles, 1, parts};                                                        \
+        const uint8_t* Ws[1] = {W};                                                                           \
+        gemm_body<FMT, 1>(Ws, gx, sh, scratch, counters, GemmGemvStore{{{y0, y1, y2, y3}, {n0, n1, n2, n3}, res}, sh}); \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(MMA_THREADS, 1) mma_gemm_swiglu_##NAME(                      \
         const uint8_t* Wg, const uint8_t* Wu, const uint8_t* gx, uint4* act, float* act_sum, int n_ff, int n_in, \
-        int m, int blocks, int parts, float* scratch, int* counters) {                                        \
-        const MmaShape sh{n_in, m, (n_ff + 15) >> 4, blocks, parts};                                          \
-        mma_swiglu_body<FMT, 8>(Wg, Wu, GemmWarpSum<FMT>{gx, sh}, act, act_sum, n_ff, sh, scratch, counters);  \
+        int m, int parts, float* scratch, int* counters) {                                                    \
+        const MmaShape sh{n_in, m, (n_ff + 15) >> 4, 1, parts};                                               \
+        const uint8_t* Ws[2] = {Wg, Wu};                                                                      \
+        gemm_body<FMT, 2>(Ws, gx, sh, scratch, counters, GemmSwigluStore{act, act_sum, n_ff, sh});             \
     }

@@ -596,10 +596,12 @@ __device__ __forceinline__ int frag_at(int nt, int i, int g, int t) {
 }
 
 // ---- One warp: NT token tiles x one 16-row tile over the K parts [pa, pb) of `parts` (part p = super-blocks
-// [p n_sb / parts, (p + 1) n_sb / parts)). With one part, acc is its sum. With several (the serial K split:
-// kernels.py mma_serial_k), each part is summed from zero as a block of the parallel split would sum it, and the
-// part sums are added in the order pa, pa + 1, ... (kept in the warp's output tile between parts), the same float
-// additions as the cross-block combine of mma_group: bitwise the parallel result. acc[nt][i] is the C fragment:
+// [p n_sb / parts, (p + 1) n_sb / parts)). Each super-block is summed from zero (its scale groups in order), and
+// a part's sum is its super-blocks' sums added in order (`run`): so any super-block can be computed anywhere
+// (the GEMM of gemm.cuh spreads them over its blocks). With one part, acc is its sum. With several (the serial K
+// split: kernels.py mma_serial_k), each part is summed from zero as a block of the parallel split would sum it,
+// and the part sums are added in the order pa, pa + 1, ... (kept in the warp's output tile between parts), the
+// same float additions as the cross-block combine of mma_group: bitwise the parallel result. acc[nt][i] is the C fragment:
 // i = 0,1 -> row g, tokens tok0 + 8nt + 2t + {0,1}; i = 2,3 -> row g + 8. The first units' weights are asked for
 // BEFORE pdl_wait (weights are never written by a kernel): they stream while the previous kernel drains. ----
 template <class F, int NT>
@@ -617,10 +619,6 @@ __device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int p
     int part = pa, part_end = (pa + 1) * n_sb / parts;
     const uint8_t* first = tile + (long long)F::UNIT * sb0;
     const uint32_t slots = smem_u32(ring), bars = slots + Ring<F, NT>::SLOTS;
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) acc[nt][i] = 0.0f;
     typename F::Raw raw;
     if (Ring<F, NT>::ON) {
         if (lane == 0) {
@@ -652,8 +650,14 @@ __device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int p
             srow[nt][1] = xsum + (long long)min(tc + 1, mlast) * slices + 16 * sb0;
         }
     }
+    float run[NT][4];  // the current part's sum of super-block sums
+    int part_first = sb0;
     for (int sb = sb0; sb < sb1; sb++) {
         const int du = sb - sb0;
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) acc[nt][i] = 0.0f;  // each super-block from zero
         if (Ring<F, NT>::ON) {
             mbar_wait(bars + 8 * (du % D), (du / D) & 1);
             F::template load<FromShared>(ring + (du % D) * F::UNIT, lane, raw);
@@ -693,16 +697,20 @@ __device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int p
             }
         }
         if constexpr (MIN_BY_MMA) min_by_mma<F, NT>(scales, srow, du, t, acc);
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) run[nt][i] = sb == part_first ? acc[nt][i] : run[nt][i] + acc[nt][i];
         if (!Ring<F, NT>::ON && pb - pa > 1 && sb + 1 == part_end) {  // part `part` is summed: add it in order
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                 for (int i = 0; i < 4; i++) {
                     float& T = tot[frag_at(nt, i, g, t)];
-                    T = part == pa ? acc[nt][i] : T + acc[nt][i];
-                    acc[nt][i] = 0.0f;
+                    T = part == pa ? run[nt][i] : T + run[nt][i];
                 }
             part++;
+            part_first = part_end;
             part_end = (part + 1) * n_sb / parts;
         }
         if (Ring<F, NT>::ON) {  // every lane has used its words of the slot: refill it with unit du + D
@@ -711,12 +719,11 @@ __device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int p
                 bulk_copy(slots + (du % D) * F::UNIT, first + (long long)F::UNIT * (du + D), F::UNIT, bars + 8 * (du % D));
         }
     }
-    if (!Ring<F, NT>::ON && pb - pa > 1) {
 #pragma unroll
-        for (int nt = 0; nt < NT; nt++)
+    for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-            for (int i = 0; i < 4; i++) acc[nt][i] = tot[frag_at(nt, i, g, t)];
-    }
+        for (int i = 0; i < 4; i++)
+            acc[nt][i] = !Ring<F, NT>::ON && pb - pa > 1 ? tot[frag_at(nt, i, g, t)] : units > 0 ? run[nt][i] : 0.0f;
 }
 
 // The split-K handshake (CUTLASS's semaphore pattern, one thread per block instead of a fence in every thread):
@@ -862,15 +869,13 @@ struct MmaWarpSum {
     }
 };
 
-template <class F, int NT, class WarpSum>
-__device__ __forceinline__ void mma_gemv_body(const uint8_t* W, const WarpSum& warp_sum, const Segments& seg,
-                                              const MmaShape& sh, float* scratch, int* counters) {
-    extern __shared__ __align__(128) uint8_t mma_smem[];  // Ring<F, NT>::BYTES per warp (kernels.py mma_smem_bytes)
-    pdl_launch_dependents();
-    const int group = blockIdx.x / sh.blocks, b = blockIdx.x % sh.blocks;
-    const uint8_t* Ws[1] = {W};
-    if (!mma_group<F, NT, 1>(Ws, group, b, sh, warp_sum, scratch, counters, mma_smem)) return;
-    const int tok0 = blockIdx.y * NT * 8;
+__device__ __forceinline__ float swiglu(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
+// The stores of a tile group's results: warp w's tile [tok][16 rows] at tiles + w * stride floats, tokens tok0 ..
+// tok0 + NT * 8 - 1 of the launch. GEMV: y_s[tok][row] (+ res for segment 0), each tile in its segment.
+template <int NT>
+__device__ __forceinline__ void gemv_store(const float* tiles, int stride, int group, int tok0, const Segments& seg,
+                                           const MmaShape& sh) {
     for (int e = threadIdx.x; e < MMA_WARPS * NT * 8 * 16; e += MMA_THREADS) {
         const int w = e / (NT * 128), tok = (e >> 4) % (NT * 8), rr = e & 15, tile = group * MMA_WARPS + w;
         if (tile >= sh.n_tiles || tok0 + tok >= sh.m) continue;
@@ -884,40 +889,56 @@ __device__ __forceinline__ void mma_gemv_body(const uint8_t* W, const WarpSum& w
         if (row >= rows) continue;
         float* y = s == 0 ? seg.y[0] : s == 1 ? seg.y[1] : s == 2 ? seg.y[2] : seg.y[3];
         const long long o = (long long)(tok0 + tok) * rows + row;
-        const float v = out_tile<F, NT>(mma_smem, w)[tok * 16 + rr];
+        const float v = tiles[w * stride + tok * 16 + rr];
         y[o] = (s == 0 && seg.res) ? seg.res[o] + v : v;
     }
 }
 
-// SwiGLU MLP input: act = silu(x Wg^T) * (x Wu^T), written in the split format (split.cuh) for ffn_down.
-// A tile's 16 rows are 4 quads and exactly one 16-value slice of act.
-template <class F, int NT, class WarpSum>
-__device__ __forceinline__ void mma_swiglu_body(const uint8_t* Wg, const uint8_t* Wu, const WarpSum& warp_sum,
-                                                uint4* act, float* act_sum, int n_ff, const MmaShape& sh,
-                                                float* scratch, int* counters) {
-    constexpr int TPB = MMA_WARPS / 2;  // warps 0..3: gate tiles, 4..7: the same tiles of up
-    extern __shared__ __align__(128) uint8_t mma_smem[];  // Ring<F, NT>::BYTES per warp (kernels.py mma_smem_bytes)
-    pdl_launch_dependents();
-    const int group = blockIdx.x / sh.blocks, b = blockIdx.x % sh.blocks;
-    const uint8_t* Ws[2] = {Wg, Wu};
-    if (!mma_group<F, NT, 2>(Ws, group, b, sh, warp_sum, scratch, counters, mma_smem)) return;
-    const int tok0 = blockIdx.y * NT * 8;
+// SwiGLU MLP input: act = silu(x Wg^T) * (x Wu^T) from the gate tiles (warps 0..3) and the up tiles (4..7), written
+// in the split format (split.cuh) for ffn_down. A tile's 16 rows are 4 quads and exactly one 16-value slice of act.
+// SILU = false: tiles 0..3 hold act already (the GEMM's epilogue).
+template <int NT, bool SILU = true>
+__device__ __forceinline__ void swiglu_store(const float* tiles, int stride, int group, int tok0, uint4* act,
+                                             float* act_sum, int n_ff, const MmaShape& sh) {
+    constexpr int TPB = MMA_WARPS / 2;
     // Per tile 4 quads per token: TPB * NT*8 * 4 threads, quads 4j..4j+3 of one slice in 4 consecutive lanes.
     for (int e = threadIdx.x; e < TPB * NT * 32; e += MMA_THREADS) {
         const int w = e / (NT * 32), tok = (e >> 2) % (NT * 8), q = e & 3, tile = group * TPB + w;
         // explicit 16-byte loads: left to the vectorizer, nvcc 13.0 chose between v4 and scalar loads from one
         // build to the next (the same values, but the committed PTX would not be reproducible)
-        const float4 g4 = reinterpret_cast<const float4*>(out_tile<F, NT>(mma_smem, w))[tok * 4 + q];
-        const float4 u4 = reinterpret_cast<const float4*>(out_tile<F, NT>(mma_smem, TPB + w))[tok * 4 + q];
-        const float gs[4] = {g4.x, g4.y, g4.z, g4.w}, us[4] = {u4.x, u4.y, u4.z, u4.w};
-        float4 v;
-        float* vp = &v.x;
-#pragma unroll
-        for (int i = 0; i < 4; i++) vp[i] = gs[i] / (1.0f + expf(-gs[i])) * us[i];
+        float4 v = reinterpret_cast<const float4*>(tiles + w * stride)[tok * 4 + q];
+        if (SILU) {
+            const float4 u4 = reinterpret_cast<const float4*>(tiles + (TPB + w) * stride)[tok * 4 + q];
+            v = make_float4(swiglu(v.x, u4.x), swiglu(v.y, u4.y), swiglu(v.z, u4.z), swiglu(v.w, u4.w));
+        }
         const bool active = tok0 + tok < sh.m && tile < sh.n_tiles;
         const long long row = min(tok0 + tok, sh.m - 1);
         store_split(act + row * (n_ff >> 2), act_sum + row * (n_ff >> 4), 4 * min(tile, sh.n_tiles - 1) + q, active, v);
     }
+}
+
+template <class F, int NT, class WarpSum>
+__device__ __forceinline__ void mma_gemv_body(const uint8_t* W, const WarpSum& warp_sum, const Segments& seg,
+                                              const MmaShape& sh, float* scratch, int* counters) {
+    extern __shared__ __align__(128) uint8_t mma_smem[];  // Ring<F, NT>::BYTES per warp (kernels.py mma_smem_bytes)
+    pdl_launch_dependents();
+    const int group = blockIdx.x / sh.blocks, b = blockIdx.x % sh.blocks;
+    const uint8_t* Ws[1] = {W};
+    if (!mma_group<F, NT, 1>(Ws, group, b, sh, warp_sum, scratch, counters, mma_smem)) return;
+    gemv_store<NT>(out_tile<F, NT>(mma_smem, 0), Ring<F, NT>::BYTES / 4, group, blockIdx.y * NT * 8, seg, sh);
+}
+
+template <class F, int NT, class WarpSum>
+__device__ __forceinline__ void mma_swiglu_body(const uint8_t* Wg, const uint8_t* Wu, const WarpSum& warp_sum,
+                                                uint4* act, float* act_sum, int n_ff, const MmaShape& sh,
+                                                float* scratch, int* counters) {
+    extern __shared__ __align__(128) uint8_t mma_smem[];  // Ring<F, NT>::BYTES per warp (kernels.py mma_smem_bytes)
+    pdl_launch_dependents();
+    const int group = blockIdx.x / sh.blocks, b = blockIdx.x % sh.blocks;
+    const uint8_t* Ws[2] = {Wg, Wu};
+    if (!mma_group<F, NT, 2>(Ws, group, b, sh, warp_sum, scratch, counters, mma_smem)) return;
+    swiglu_store<NT>(out_tile<F, NT>(mma_smem, 0), Ring<F, NT>::BYTES / 4, group, blockIdx.y * NT * 8, act, act_sum,
+                     n_ff, sh);
 }
 
 #define MMA_KERNELS(FMT, NAME, NT)                                                                            \

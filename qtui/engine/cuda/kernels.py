@@ -64,10 +64,11 @@ GX_CHUNK = 37 * 2048  # ptx/gemm.cuh GX_CHUNK: staged bytes of one pass and supe
 GEMM_MIN_ROWS = int(os.environ.get("QTUI_GEMM_MIN_ROWS", "33"))
 # Up to one pass (m <= GEMM_TOKENS: decode steps) the GEMM pays only on launches of at least this many 16-row x
 # 256-value units (tile groups x 8 tiles x super-blocks): one block per SM loses to the GEMV's two on small matrices
-# (the 0.8b m = 64 step; the 4b's per-layer matrices have 2560 - 11520 units). QTUI_GEMM_DECODE_MIN_UNITS for A/B.
-GEMM_DECODE_MIN_UNITS = int(os.environ.get("QTUI_GEMM_DECODE_MIN_UNITS", "4096"))
-GEMM_RESIDENT_BLOCKS = 132  # one GEMM block per SM (224+ registers per thread)
-GEMM_SERIAL_MIN_FILL = float(os.environ.get("QTUI_GEMM_SERIAL_MIN_FILL", "0.5"))
+# (the 0.8b m = 64 step: its largest per-layer launch, qkv, has 2080 units); the 4b's per-layer matrices have 2560 -
+# 11520, its 2560-unit ssm and attention outputs shared out over all SMs (gemm_blocks). QTUI_GEMM_DECODE_MIN_UNITS.
+GEMM_DECODE_MIN_UNITS = int(os.environ.get("QTUI_GEMM_DECODE_MIN_UNITS", "2560"))
+GEMM_RESIDENT_BLOCKS = 132  # one GEMM block per SM (200+ registers per thread)
+GEMM_CUT_UNITS = int(os.environ.get("QTUI_GEMM_CUT_UNITS", "8"))  # gemm_blocks' cost of cutting, in units
 GEMM_X_BYTES = 32 << 20  # the staged activations of one GEMM (256 rows x K 16384 fit)
 MMA_MAX_CLUSTER = 16  # blocks of a thread-block cluster on sm_90 (above 8 with the non-portable size allowed)
 MMA_RESIDENT_BLOCKS = 2 * 132  # GEMV blocks resident at once on the H200 (2 per SM: 128 registers per thread)
@@ -138,19 +139,45 @@ def uses_gemm(m: int, groups: int, n_sb: int) -> bool:
     return m >= GEMM_MIN_ROWS and (m > GEMM_TOKENS or groups * MMA_WARPS * n_sb >= GEMM_DECODE_MIN_UNITS)
 
 
-def gemm_launch_blocks(parts: int, groups: int, passes: int) -> int:
-    """Blocks per tile group of a GEMM launch: 1 (one block walks the K parts in order) when that grid fills at
-    least GEMM_SERIAL_MIN_FILL of its waves of one block per SM, else `parts`. Speed only: the same sums."""
-    grid = groups * passes
-    fill = grid / (GEMM_RESIDENT_BLOCKS * -(-grid // GEMM_RESIDENT_BLOCKS))
-    return 1 if parts == 1 or fill >= GEMM_SERIAL_MIN_FILL else parts
+def gemm_blocks(passes: int, groups: int, n_sb: int, parts: int) -> int:
+    """Blocks of a GEMM launch (ptx/gemm.cuh GemmWork: block b takes the b-th of equal contiguous shares of the
+    passes x groups x super-blocks units). One block per tile group and pass (nothing cut: the tile group's sum
+    stays in one block), unless one block per SM with the units shared out evenly is faster by the cost model:
+    waves x super-blocks against units per SM + GEMM_CUT_UNITS (the sums of cut K parts and tile groups meeting
+    in scratch). Measured on the H200 (4b, m = 64, us; whole / shared out): ffn down (20 groups x 36 super-blocks)
+    92 / 43, ssm out (20 x 16) 44 / 26 (the GEMV: 52), gate + up (144 x 10) 66 / 59, qkv (97 x 10) 29 / 44.
+    Fewer blocks where the scratch of the cut parts would not fit. Speed only: no cut changes a sum."""
+    whole = passes * groups
+    units = whole * n_sb
+    shared = -(-units // GEMM_RESIDENT_BLOCKS) + GEMM_CUT_UNITS
+    if -(-whole // GEMM_RESIDENT_BLOCKS) * n_sb <= shared:
+        return whole
+    fit = SCRATCH_BYTES // (4 * gemm_scratch_floats(n_sb, parts))
+    return max(1, min(GEMM_RESIDENT_BLOCKS, units, fit))
+
+
+def gemm_scratch_floats(n_sb: int, parts: int) -> int:
+    """Scratch of one GEMM block (ptx/gemm.cuh gemm_body): the super-block sums of the longest K part and the sums
+    of the parts, a slab of 32 floats per thread each."""
+    longest = -(-n_sb // parts)
+    return (longest + parts) * 32 * MMA_THREADS
+
+
+# The prefix of a staged x chunk a GEMM reads (ptx/gemm.cuh GemmStage::X_BYTES): the x matrices, plus the min
+# product's B for the types whose min term runs on the tensor cores, plus the slice sums for the FMA min term.
+GEMM_X_PREFIX = (
+    {t: 32 * 2048 for t in TILED_TYPES}
+    | {"q4_k": 35 * 2048, "q5_k": 35 * 2048}
+    | {t: GX_CHUNK for t in ("q4_1", "q5_1", "q2_k")}
+)
 
 
 def gemm_smem_bytes(qtype: str) -> int:
-    """Dynamic shared memory of a GEMM block (ptx/gemm.cuh GemmStage): GEMM_STAGES stages of the staged x chunk
-    and the 8 warps' weight units (each stage rounded to 128 bytes), then one mbarrier per stage."""
-    stage = -(-(GX_CHUNK + MMA_WARPS * TILED_UNIT_BYTES[qtype]) // 128) * 128
-    return GEMM_STAGES * stage + 8 * GEMM_STAGES
+    """Dynamic shared memory of a GEMM block (ptx/gemm.cuh GemmStage): GEMM_STAGES stages of the staged x prefix
+    and the 8 warps' weight units (each stage rounded to 128 bytes), their mbarriers (128 bytes), then the
+    SwiGLU epilogue's 4 tiles of 64 tokens x 16 rows of floats (GEMM_XCH)."""
+    stage = -(-(GEMM_X_PREFIX[qtype] + MMA_WARPS * TILED_UNIT_BYTES[qtype]) // 128) * 128
+    return GEMM_STAGES * stage + 128 + 4 * GEMM_TOKENS * 16 * 4
 
 
 def mma_cluster(blocks: int, grid_blocks: int, nt: int = 1) -> int:
@@ -190,7 +217,7 @@ def row_bytes(qtype: str, n_in: int) -> int:
 @dataclass(frozen=True, slots=True)
 class _MmaPlan:
     """A tensor-core launch's shape (KernelTable._mma_plan): GEMM or GEMV, token tiles, passes, tile groups, K parts,
-    blocks per group, the x arguments, rows."""
+    blocks (the GEMV's per tile group; the GEMM's in all, gemm_blocks), the x arguments, rows."""
 
     gemm: bool
     nt: int
@@ -200,6 +227,11 @@ class _MmaPlan:
     blocks: int
     x_args: list[KernelArg]
     m: int
+
+    @property
+    def blocks_arg(self) -> list[KernelArg]:
+        """The GEMV's `blocks` argument (the GEMM takes none: its grid is its blocks)."""
+        return [] if self.gemm else [(self.blocks, I32)]
 
 
 class KernelTable:
@@ -283,7 +315,7 @@ class KernelTable:
         args: list[KernelArg] = [(w, P), *plan.x_args, (res, P)]
         for y, n in outs:
             args += [(y, P), (n, I32)]
-        args += [(n_in, I32), (m, I32), (tiles, I32), (plan.blocks, I32), (plan.parts, I32)]
+        args += [(n_in, I32), (m, I32), (tiles, I32), *plan.blocks_arg, (plan.parts, I32)]
         args += [(self.scratch, P), (self.counters, P)]
         return self._mma_sites(plan, qtype, f"mma_gemm_{qtype}", f"mma_gemv_{qtype}_n{plan.nt}", args, x)
 
@@ -293,8 +325,12 @@ class KernelTable:
         gemm = uses_gemm(m, groups, x.n // 256)
         nt = GEMM_TOKENS // 8 if gemm else mma_token_tiles(m)
         passes = -(-m // (8 * nt))
-        blocks = gemm_launch_blocks(parts, groups, passes) if gemm else mma_launch_blocks(nt, parts, groups, passes)
-        self._check_scratch(passes, groups, blocks, nt)
+        if gemm:
+            blocks = gemm_blocks(passes, groups, x.n // 256, parts)
+            assert 2 * blocks <= MAX_COUNTERS - ARGMAX_ROWS, blocks
+        else:
+            blocks = mma_launch_blocks(nt, parts, groups, passes)
+            self._check_scratch(passes, groups, blocks, nt)
         x_args: list[KernelArg] = [(self.gemm_x, P)] if gemm else [(x.xs, P), (x.xsum, P)]
         return _MmaPlan(gemm, nt, passes, groups, parts, blocks, x_args, m)
 
@@ -302,10 +338,11 @@ class KernelTable:
         self, plan: _MmaPlan, qtype: str, gemm_name: str, gemv_name: str, args: list[KernelArg], x: Split
     ) -> list[Kernel]:
         """The launches of a plan: gemm_stage_x and the GEMM `gemm_name`, or the GEMV `gemv_name`."""
-        grid = (plan.groups * plan.blocks, plan.passes, 1)
         if plan.gemm:
+            grid = (plan.blocks, 1, 1)
             gemm = self._site(f"gemv_{qtype}", gemm_name, grid, MMA_THREADS, args, shmem=gemm_smem_bytes(qtype))
             return [self.gemm_stage(x=x, m=plan.m), gemm]
+        grid = (plan.groups * plan.blocks, plan.passes, 1)
         cluster = mma_cluster(plan.blocks, grid[0] * plan.passes, plan.nt)
         shmem = mma_smem_bytes(qtype, plan.nt)
         return [self._site(f"gemv_{qtype}", gemv_name, grid, MMA_THREADS, args, shmem=shmem, cluster=cluster)]
@@ -348,7 +385,7 @@ class KernelTable:
             (act.n, I32),
             (x.n, I32),
             (m, I32),
-            (plan.blocks, I32),
+            *plan.blocks_arg,
             (plan.parts, I32),
             (self.scratch, P),
             (self.counters, P),

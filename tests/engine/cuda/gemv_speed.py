@@ -52,13 +52,19 @@ def main() -> int:
     )
     ap.add_argument("--serial-nt", type=int, help="MMA_SERIAL_NT to try (token tiles from which K parts run serially)")
     ap.add_argument("--serial-min-fill", type=float, help="MMA_SERIAL_MIN_FILL to try (0: serial wherever NT allows)")
-    ap.add_argument("--gemm-serial-min-fill", type=float, help="GEMM_SERIAL_MIN_FILL to try")
+    ap.add_argument("--gemm-blocks", type=int, help="GEMM_RESIDENT_BLOCKS to try (the GEMM's grid)")
+    ap.add_argument("--gemm-min-units", type=int, help="GEMM_DECODE_MIN_UNITS to try (one-pass launches' GEMM)")
+    ap.add_argument("--gemm-cut-units", type=int, help="GEMM_CUT_UNITS to try (-1000000: always shared out)")
     ap.add_argument("--gemm-min-rows", type=int, help="GEMM_MIN_ROWS to try (rows from which the 64-token GEMM runs)")
     args = ap.parse_args()
     if args.gemm_min_rows is not None:
         kernels.GEMM_MIN_ROWS = args.gemm_min_rows
-    if args.gemm_serial_min_fill is not None:
-        kernels.GEMM_SERIAL_MIN_FILL = args.gemm_serial_min_fill
+    if args.gemm_blocks is not None:
+        kernels.GEMM_RESIDENT_BLOCKS = args.gemm_blocks
+    if args.gemm_min_units is not None:
+        kernels.GEMM_DECODE_MIN_UNITS = args.gemm_min_units
+    if args.gemm_cut_units is not None:
+        kernels.GEMM_CUT_UNITS = args.gemm_cut_units
     if args.serial_nt is not None:
         kernels.MMA_SERIAL_NT = args.serial_nt
     if args.serial_min_fill is not None:

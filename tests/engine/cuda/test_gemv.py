@@ -77,17 +77,17 @@ def test_gemv_matches_dequantized_float64_matmul(gpu, qtype):
 
 
 @pytest.mark.parametrize("qtype", GEMV_TYPES)
-@pytest.mark.parametrize("n_out,n_in,serial", [(67, 2560, False), (2560 // 16 * 3, 4608, True)])
+@pytest.mark.parametrize("n_out,n_in,serial", [(67, 2560, False), (2560 // 16 * 3, 4608, True), (5120, 2560, False)])
 def test_every_row_count_is_bitwise_the_single_row(gpu, qtype, n_out, n_in, serial, monkeypatch):
     """Row i of an m-row launch is bitwise the m=1 launch on row i alone, for every m in 1..64 (decode steps)
-    and for prefill chunks of 65..256 rows (several passes); always with a K split (the groups are few, so B > 1):
-    across blocks at every m, or (`serial`: the fill rule waived) walked by one block from NT = 4 on. From
-    GEMM_MIN_ROWS rows on the launches are the 64-token GEMM (ptx/gemm.cuh, at every size here: the decode-size
-    threshold waived): wgmma against the m = 1 mma.sync."""
+    and for prefill chunks of 65..256 rows (several passes); always with a K split (B > 1): across blocks at every
+    m, or (`serial`: the fill rule waived) walked by one block from NT = 4 on. From GEMM_MIN_ROWS rows on the
+    launches are the 64-token GEMM (ptx/gemm.cuh, at every size here: the decode-size threshold waived): wgmma
+    against the m = 1 mma.sync, its blocks' shares of the units cut through K parts and tile groups (5120 x 2560:
+    40 groups of 4 parts of 2 - 3 super-blocks), and the same bits for any number of GEMM blocks."""
     monkeypatch.setattr(kernels, "GEMM_DECODE_MIN_UNITS", 0)
     if serial:
         monkeypatch.setattr(kernels, "MMA_SERIAL_MIN_FILL", 0.0)
-        monkeypatch.setattr(kernels, "GEMM_SERIAL_MIN_FILL", 0.0)
     rng = np.random.default_rng()
     w, _ = _weight(gpu, qtype, n_out, n_in, rng)
     top = ROW_COUNTS[-1]
@@ -99,19 +99,28 @@ def test_every_row_count_is_bitwise_the_single_row(gpu, qtype, n_out, n_in, seri
         single[i] = gpu.get(y, (16, n_out))[0]
     assert np.isfinite(single).all()
     x_all = gpu.put_split(x)
+    gemm_blocks = [kernels.GEMM_RESIDENT_BLOCKS]
+    if qtype in MMA_TYPES:
+        gemm_blocks += [int(b) for b in rng.choice(np.arange(1, 140), 2, replace=False)]
     for m in ROW_COUNTS:
-        rows = -(-m // 16) * 16
-        y = gpu.poisoned((rows, n_out))
-        gpu.run(_gemv(gpu, qtype, w, x_all, y, n_out, m))
-        got = gpu.get(y, (rows, n_out))[:m]
-        diff = np.flatnonzero((got.view(np.uint32) != single[:m].view(np.uint32)).any(axis=1))
-        assert diff.size == 0, f"{qtype} m={m}: rows {diff[:10].tolist()} differ from the single-row kernel"
+        for blocks in gemm_blocks if m >= kernels.GEMM_MIN_ROWS else gemm_blocks[:1]:
+            monkeypatch.setattr(kernels, "GEMM_RESIDENT_BLOCKS", blocks)  # the others: units shared out, cuts
+            monkeypatch.setattr(kernels, "GEMM_CUT_UNITS", 10 if blocks == gemm_blocks[0] else -(10**6))
+            rows = -(-m // 16) * 16
+            y = gpu.poisoned((rows, n_out))
+            gpu.run(_gemv(gpu, qtype, w, x_all, y, n_out, m))
+            got = gpu.get(y, (rows, n_out))[:m]
+            diff = np.flatnonzero((got.view(np.uint32) != single[:m].view(np.uint32)).any(axis=1))
+            assert diff.size == 0, f"{qtype} m={m} ({blocks} GEMM blocks): rows {diff[:10].tolist()} differ from m=1"
+    monkeypatch.setattr(kernels, "GEMM_RESIDENT_BLOCKS", gemm_blocks[0])
+    monkeypatch.setattr(kernels, "GEMM_CUT_UNITS", 10)
     if qtype in MMA_TYPES:
         groups = mma_groups(-(-n_out // 16))
         parts = mma_blocks_per_group(groups, n_in // 256, kernels.MMA_GEMV_TARGET_BLOCKS)
         stage, k = _gemv(gpu, qtype, w, x_all, y, n_out, 256)
         assert stage.name == "gemm_stage_x" and k.name == f"mma_gemm_{qtype}" and ROW_COUNTS[-1] == 256
-        assert parts > 1 and k.grid[0] == groups * (1 if serial else parts)  # the combine ran, as the test says
+        assert parts > 1 and int(k.cells[-3][0]) == parts  # the parts' sums were added, as the test says
+        assert k.grid[0] == kernels.gemm_blocks(4, groups, n_in // 256, parts)
 
 
 @pytest.mark.parametrize("qtype", ["q4_k", "q6_k", "f16"])
@@ -159,17 +168,17 @@ def test_swiglu_gemv_matches_oracle_and_is_row_invariant(gpu, qtype, monkeypatch
     x = rng.standard_normal((top, n_in), dtype=np.float32) * np.float32(0.05)  # gate values O(1-10)
     xsp = gpu.put_split(x)
     results = {}
-    for m, fill in ((1, None), (5, None), (16, None), (64, None), (100, None), (64, 0.0), (100, 0.0)):
+    for m, blocks in ((1, None), (5, None), (16, None), (64, None), (100, None), (64, 3), (100, 7)):
         act = gpu.split_buffer(top, n_ff)
         with pytest.MonkeyPatch.context() as mp:
-            if fill is not None:  # the serial K split waived in: one block walks the K parts
-                mp.setattr(kernels, "MMA_SERIAL_MIN_FILL", fill)
-                mp.setattr(kernels, "GEMM_SERIAL_MIN_FILL", fill)
+            if blocks is not None:  # the units shared out over fewer GEMM blocks: cuts through parts and groups
+                mp.setattr(kernels, "GEMM_RESIDENT_BLOCKS", blocks)
+                mp.setattr(kernels, "GEMM_CUT_UNITS", -(10**6))
             ks = gpu.kt.swiglu_gemv(qtype=qtype, w_gate=int(wg), w_up=int(wu), x=xsp, act=act, m=m)
-            assert (ks[-1].grid[0] == mma_groups(-(-n_ff // 16), 2)) == (fill is not None)
             assert len(ks) == (2 if m >= kernels.GEMM_MIN_ROWS else 1)
+            assert blocks is None or ks[-1].grid[0] == blocks
         gpu.run(ks)
-        results[(m, fill)] = gpu.get_split(act, top)
+        results[(m, blocks)] = gpu.get_split(act, top)
     xs, xsum = results[(100, None)]
     got = splitfmt.join(xs)
     g, u = x.astype(np.float64) @ dg.T.astype(np.float64), x.astype(np.float64) @ du.T.astype(np.float64)

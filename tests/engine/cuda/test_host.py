@@ -121,7 +121,7 @@ def test_k_parts_of_a_group_launch_as_one_cluster_when_the_grid_is_one_wave(monk
         assert k.grid[0] % k.cluster == 0
     assert kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 3584), outputs=[(3, 1024)], m=1)[0].cluster > 1  # 0.8b ffn down
     stage, gemm = kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 2560), outputs=[(3, 12352)], m=256)  # 4 GEMM passes
-    assert stage.cluster == gemm.cluster == 1 and gemm.grid == (97, 4, 1)  # 97 groups walking their K parts
+    assert stage.cluster == gemm.cluster == 1 and gemm.grid == (388, 1, 1)  # a block per tile group and pass
     (s,) = kt.swiglu_gemv(qtype="q4_k", w_gate=1, w_up=2, x=Split(1, 2, 1024), act=Split(3, 4, 3584), m=3)
     assert s.cluster == mma_blocks_per_group(56, 4) > 1  # 0.8b gate + up
     monkeypatch.setenv("QTUI_MMA_CLUSTER", "0")
@@ -145,12 +145,25 @@ def test_serial_k_split_only_for_large_tiles_and_well_filled_waves(monkeypatch):
     assert lb(4, 2, 97, 2) == 2
 
 
+def test_gemm_blocks_share_out_the_units_where_the_cost_model_says(monkeypatch):
+    """gemm_blocks: a block per tile group and pass (nothing cut) unless sharing the units out over one block per
+    SM saves more than GEMM_CUT_UNITS; never more blocks than units; fewer where the cut parts' scratch is short."""
+    gb = kernels.gemm_blocks
+    assert gb(1, 97, 10, 2) == 97 and gb(4, 97, 10, 2) == 388  # 4b qkv: 10 vs 8 + 8 units per SM
+    assert gb(1, 144, 10, 3) == 132 and gb(4, 144, 10, 3) == 576  # 4b gate + up: 20 vs 11 + 8; 50 vs 44 + 8
+    assert gb(1, 20, 36, 7) == 132 and gb(4, 20, 36, 7) == 132  # 4b ffn down: 36 vs 6 + 8 (m = 256: 22 + 8)
+    assert gb(1, 20, 16, 7) == 132 and gb(4, 20, 16, 7) == 80  # 4b ssm out: 16 vs 3 + 8; m = 256: 16 vs 10 + 8
+    monkeypatch.setattr(kernels, "GEMM_CUT_UNITS", -(10**6))  # always shared out
+    assert gb(1, 1, 3, 3) == 3 and gb(1, 97, 10, 2) == 132  # at most one block per unit
+    monkeypatch.setattr(kernels, "SCRATCH_BYTES", 4 * kernels.gemm_scratch_floats(10, 2) * 50)
+    assert gb(1, 97, 10, 2) == 50  # the scratch of 50 blocks' cut parts and groups
+
+
 def test_gemv_sites_choose_kernels_by_type_and_rows(monkeypatch):
     """Quant types go to ptx/mma.cuh (tiles x K split blocks, 8 - 32-token passes) below GEMM_MIN_ROWS rows and
     to the 64-token GEMM of ptx/gemm.cuh from there on (x staged first: two launches); float types keep the FMA
-    path over 16-row groups. The K split (the `parts` argument) never changes with m; one block per tile group
-    walks the parts (grid.x = groups) where the grid fills its waves well enough, else B blocks do (grid.x =
-    groups * B)."""
+    path over 16-row groups. The K split (the `parts` argument) never changes with m; the GEMM runs one block
+    per SM over all passes (fewer where there are fewer units of work)."""
     kt = KernelTable(dry=True)
     x = Split(1 << 20, 1 << 21, 9216)
     parts = mma_blocks_per_group(20, 36, MMA_GEMV_TARGET_BLOCKS)
@@ -163,22 +176,18 @@ def test_gemv_sites_choose_kernels_by_type_and_rows(monkeypatch):
         for m, passes in ((33, 1), (64, 1), (65, 2), (256, 4)):
             stage, k = kt.gemv(qtype=qtype, w=1, x=x, outputs=[(3, 2560)], m=m, res=3)
             assert stage.name == "gemm_stage_x" and stage.grid == (passes, 36, 5) and stage.pdl
-            assert k.name == f"mma_gemm_{qtype}" and k.grid[1] == passes and k.block == 256 and k.pdl
+            assert k.name == f"mma_gemm_{qtype}" and k.grid == (132, 1, 1) and k.block == 256 and k.pdl
             assert k.shmem == kernels.gemm_smem_bytes(qtype) <= 227 << 10 and int(k.cells[-3][0]) == parts
-            serial = m == 256  # 80 blocks: 61 % of one wave of 132 (GEMM_SERIAL_MIN_FILL 0.5); 20 or 40 do not
-            assert k.grid[0] == 20 * (1 if serial else parts)
         (k,) = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=3)
         assert k.name == f"mma_swiglu_{qtype}_n1" and k.grid == (144 * mma_blocks_per_group(144, 10), 1, 1)
         stage, k = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=64)
         assert k.name == f"mma_gemm_swiglu_{qtype}" and int(k.cells[-3][0]) == mma_blocks_per_group(144, 10)
-        assert k.grid == (144, 1, 1)  # 144 blocks fill 55 % of two waves of 132: one block walks the 3 parts
-        *_, k = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=256)
-        assert k.grid == (144, 4, 1)  # 576 blocks: 87 % of five waves, one block walks the parts
+        assert k.grid == (132, 1, 1)  # 1440 units shared out: 11 + GEMM_CUT_UNITS per SM against 2 waves of 10
     small = Split(1, 2, 1024)  # 0.8b ffn down shape (64 tiles, 14 super-blocks): 896 units, the GEMV up to one pass
     for m, want in ((33, 1), (64, 1), (65, 2), (256, 2)):
         assert len(kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 3584), outputs=[(3, 1024)], m=m)) == want
         assert len(kt.swiglu_gemv(qtype="q4_k", w_gate=1, w_up=2, x=small, act=Split(3, 4, 3584), m=m)) == want
-    assert kernels.uses_gemm(64, 64, 8) and not kernels.uses_gemm(64, 63, 8) and kernels.uses_gemm(65, 1, 1)
+    assert kernels.uses_gemm(64, 40, 8) and not kernels.uses_gemm(64, 39, 8) and kernels.uses_gemm(65, 1, 1)
     assert not kernels.uses_gemm(32, 10**6, 64)
     monkeypatch.setattr(kernels, "GEMM_MIN_ROWS", 1 << 20)  # QTUI_GEMM_MIN_ROWS: the GEMM off
     (k,) = kt.gemv(qtype="q4_k", w=1, x=x, outputs=[(3, 2560)], m=256, res=3)
