@@ -1,5 +1,5 @@
 // The tensor-core GEMM of the integer-quant types for passes of 64 tokens (prefill chunks, decode steps of more
-// than 32 rows): warpgroup MMAs (wgmma, sm_90a) with the weights as today's A fragments in registers and the
+// than 16 rows): warpgroup MMAs (wgmma, sm_90a) with the weights as today's A fragments in registers and the
 // activations as the B operand in shared memory, staged there by bulk copies.
 //
 // Same bits as the GEMV (mma.cuh), by construction and by measurement:

@@ -57,11 +57,12 @@ MMA_SERIAL_MIN_FILL = 0.6
 DELTA_PIPELINE_MIN_ROWS = int(os.environ.get("QTUI_DELTA_PIPELINE_MIN_ROWS", str(1 << 30)))
 # The 64-token GEMM (ptx/gemm.cuh: warpgroup MMAs over a staged x tile, one block per SM): GEMV launches of at
 # least GEMM_MIN_ROWS rows run as gemm_stage_x + mma_gemm_* (the same bits, tests/engine/cuda/test_gemv.py);
-# QTUI_GEMM_MIN_ROWS=1000000 turns it off (A/B runs).
+# QTUI_GEMM_MIN_ROWS=1000000 turns it off (A/B runs). From 17 rows (1fa24a5, H200, 4b): the 32-row step 10.8 ->
+# 8.7 ms (c = 32 2972 -> 3682 tok/s, c = 24 2564 -> 2950) against the GEMV's 32-token passes (NT = 4).
 GEMM_TOKENS = 64  # ptx/gemm.cuh GEMM_TOKENS: tokens per pass
 GEMM_STAGES = 2  # ptx/gemm.cuh GEMM_STAGES
 GX_CHUNK = 37 * 2048  # ptx/gemm.cuh GX_CHUNK: staged bytes of one pass and super-block
-GEMM_MIN_ROWS = int(os.environ.get("QTUI_GEMM_MIN_ROWS", "33"))
+GEMM_MIN_ROWS = int(os.environ.get("QTUI_GEMM_MIN_ROWS", "17"))
 # Up to one pass (m <= GEMM_TOKENS: decode steps) the GEMM pays only on launches of at least this many 16-row x
 # 256-value units (tile groups x 8 tiles x super-blocks): one block per SM loses to the GEMV's two on small matrices
 # (the 0.8b m = 64 step: its largest per-layer launch, qkv, has 2080 units); the 4b's per-layer matrices have 2560 -

@@ -167,13 +167,13 @@ def test_gemv_sites_choose_kernels_by_type_and_rows(monkeypatch):
     kt = KernelTable(dry=True)
     x = Split(1 << 20, 1 << 21, 9216)
     parts = mma_blocks_per_group(20, 36, MMA_GEMV_TARGET_BLOCKS)
-    assert parts > 1 and kernels.GEMM_MIN_ROWS == 33
+    assert parts > 1 and kernels.GEMM_MIN_ROWS == 17
     for qtype in MMA_TYPES:
-        for m, nt, passes in ((1, 1, 1), (9, 2, 1), (17, 4, 1), (32, 4, 1)):
+        for m, nt, passes in ((1, 1, 1), (9, 2, 1), (16, 2, 1)):
             (k,) = kt.gemv(qtype=qtype, w=1, x=x, outputs=[(3, 2560)], m=m, res=3)
             assert k.name == f"mma_gemv_{qtype}_n{nt}" and k.grid[1] == passes and k.block == 256 and k.pdl
             assert k.grid[0] == 20 * parts and int(k.cells[-3][0]) == parts  # 20 groups: the K split in parallel
-        for m, passes in ((33, 1), (64, 1), (65, 2), (256, 4)):
+        for m, passes in ((17, 1), (32, 1), (33, 1), (64, 1), (65, 2), (256, 4)):
             stage, k = kt.gemv(qtype=qtype, w=1, x=x, outputs=[(3, 2560)], m=m, res=3)
             assert stage.name == "gemm_stage_x" and stage.grid == (passes, 36, 5) and stage.pdl
             assert k.name == f"mma_gemm_{qtype}" and k.grid == (132, 1, 1) and k.block == 256 and k.pdl
@@ -184,11 +184,13 @@ def test_gemv_sites_choose_kernels_by_type_and_rows(monkeypatch):
         assert k.name == f"mma_gemm_swiglu_{qtype}" and int(k.cells[-3][0]) == mma_blocks_per_group(144, 10)
         assert k.grid == (132, 1, 1)  # 1440 units shared out: 11 + GEMM_CUT_UNITS per SM against 2 waves of 10
     small = Split(1, 2, 1024)  # 0.8b ffn down shape (64 tiles, 14 super-blocks): 896 units, the GEMV up to one pass
-    for m, want in ((33, 1), (64, 1), (65, 2), (256, 2)):
+    for m, want in ((17, 1), (33, 1), (64, 1), (65, 2), (256, 2)):
         assert len(kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 3584), outputs=[(3, 1024)], m=m)) == want
         assert len(kt.swiglu_gemv(qtype="q4_k", w_gate=1, w_up=2, x=small, act=Split(3, 4, 3584), m=m)) == want
     assert kernels.uses_gemm(64, 40, 8) and not kernels.uses_gemm(64, 39, 8) and kernels.uses_gemm(65, 1, 1)
-    assert not kernels.uses_gemm(32, 10**6, 64)
+    assert not kernels.uses_gemm(16, 10**6, 64) and kernels.uses_gemm(17, 40, 8)
+    (k,) = kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 3584), outputs=[(3, 1024)], m=32)  # small: the GEMV's NT = 4
+    assert k.name == "mma_gemv_q4_k_n4"
     monkeypatch.setattr(kernels, "GEMM_MIN_ROWS", 1 << 20)  # QTUI_GEMM_MIN_ROWS: the GEMM off
     (k,) = kt.gemv(qtype="q4_k", w=1, x=x, outputs=[(3, 2560)], m=256, res=3)
     assert k.name == "mma_gemv_q4_k_n4" and k.grid == (20, 8, 1)  # 160 blocks: 61 % of 264 slots, serial
