@@ -778,8 +778,8 @@ struct MmaShape {
 // enough without the split). The same float additions in the same order every way. smem: the block's dynamic shared memory,
 // Ring<F, NT>::BYTES per warp. Leaves warp w's tile in out_tile<F, NT>(smem, w)[tok * 16 + row] and returns true in the
 // block that must run the epilogue (false: another block of this group will).
-// `warp_sum(tile, pa, pb, acc)` computes the warp's tile over K parts [pa, pb) into acc: mma_warp below, or the
-// warpgroup GEMM of gemm.cuh (every warp of the block calls it together).
+// `warp_sum(tile, pa, pb, acc)` computes the warp's tile over K parts [pa, pb) into acc: MmaWarpSum below (mma_warp;
+// the GEMM of gemm.cuh has its own body since b0ce3fe).
 template <class F, int NT, int R, class WarpSum>
 __device__ __forceinline__ bool mma_group(const uint8_t* const (&W)[R], int group, int b, const MmaShape& sh,
                                           const WarpSum& warp_sum, float* __restrict__ scratch,
