@@ -40,11 +40,10 @@ struct GemmStage {
     // the prefix of the chunk a type reads: the x matrices, + the min product's B (Q4_K, Q5_K), + the slice sums
     static constexpr int X_BYTES = !F::HAS_MIN ? GX_MIN : F::MIN_MMA && MMA_MIN_MMA ? GX_SUM : GX_CHUNK;
     static constexpr int BYTES = (X_BYTES + MMA_WARPS * F::UNIT + 127) / 128 * 128;  // x, then warp w's unit
-    static constexpr int SMEM = GEMM_STAGES * BYTES + 8 * GEMM_STAGES;               // + one mbarrier per stage
 };
-// After the stages and their mbarriers: the SwiGLU epilogue's exchange of 4 tiles (kernels.py gemm_smem_bytes).
+// After the stages and their mbarriers (128 bytes): the SwiGLU epilogue's exchange of 4 tiles of [64 tokens][16
+// rows] floats (kernels.py gemm_smem_bytes).
 #define GEMM_XCH_AT(stages_end) ((stages_end) + 128)
-#define GEMM_XCH (4 * GEMM_TOKENS * 16 * 4)
 
 __device__ __forceinline__ uint64_t gx_desc(uint32_t addr) {  // no swizzle, LBO 128, SBO 256 (above)
     return (uint64_t)((addr >> 4) & 0x3FFF) | ((uint64_t)(128 >> 4) << 16) | ((uint64_t)(256 >> 4) << 32);
@@ -142,8 +141,8 @@ __device__ __forceinline__ void slab_fold(const float* base, int n, float (&v)[8
 // last block of the part to arrive adds them. Likewise the part sums of a tile group cut by a boundary, and the
 // block completing their count adds those. The arrivals wait for the end of the range: a block stalls on them
 // (its stores released GPU-wide) only once its pipeline has nothing left to do. `store(T, xch, group, tok0)`
-// writes a tile group's results from each warp's sum T (GemmGemvStore, GemmSwigluStore; xch: GEMM_XCH bytes of
-// shared memory after the stages).
+// writes a tile group's results from each warp's sum T (GemmGemvStore, GemmSwigluStore; xch: the exchange tiles
+// after the stages, GEMM_XCH_AT).
 // scratch: [blocks][longest part] super-block sums, [blocks][parts] part sums (each cut part or group is filed
 // under the block holding its first unit: at most one of each starts in a block and runs past it); counters:
 // [blocks] for the parts, [blocks] for the groups.
@@ -358,7 +357,7 @@ struct GemmGemvStore {
     __device__ __forceinline__ void operator()(const float (&T)[8][4], uint8_t*, int group, int tok0) const {
         const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, tile = group * MMA_WARPS + (threadIdx.x >> 5);
         if (tile >= sh.n_tiles) return;
-        int s = 0, t0 = 0;  // the segment holding this tile
+        int s = 0, t0 = 0;  // the segment holding this tile (as gemv_store finds it)
 #pragma unroll
         for (int k = 0; k < 3; k++) {
             const int n = (seg.n[s] + 15) >> 4;

@@ -61,7 +61,8 @@ DELTA_PIPELINE_MIN_ROWS = int(os.environ.get("QTUI_DELTA_PIPELINE_MIN_ROWS", str
 # 8.7 ms (c = 32 2972 -> 3682 tok/s, c = 24 2564 -> 2950) against the GEMV's 32-token passes (NT = 4).
 GEMM_TOKENS = 64  # ptx/gemm.cuh GEMM_TOKENS: tokens per pass
 GEMM_STAGES = 2  # ptx/gemm.cuh GEMM_STAGES
-GX_CHUNK = 37 * 2048  # ptx/gemm.cuh GX_CHUNK: staged bytes of one pass and super-block
+GX_MAT = 2048  # ptx/gemm.cuh GX_MAT: one staged x matrix (64 tokens x k16, bf16)
+GX_CHUNK = 37 * GX_MAT  # ptx/gemm.cuh GX_CHUNK: staged bytes of one pass and super-block
 GEMM_MIN_ROWS = int(os.environ.get("QTUI_GEMM_MIN_ROWS", "17"))
 # Up to one pass (m <= GEMM_TOKENS: decode steps) the GEMM pays only on launches of at least this many 16-row x
 # 256-value units (tile groups x 8 tiles x super-blocks): one block per SM loses to the GEMV's two on small matrices
@@ -167,8 +168,8 @@ def gemm_scratch_floats(n_sb: int, parts: int) -> int:
 # The prefix of a staged x chunk a GEMM reads (ptx/gemm.cuh GemmStage::X_BYTES): the x matrices, plus the min
 # product's B for the types whose min term runs on the tensor cores, plus the slice sums for the FMA min term.
 GEMM_X_PREFIX = (
-    {t: 32 * 2048 for t in TILED_TYPES}
-    | {"q4_k": 35 * 2048, "q5_k": 35 * 2048}
+    {t: 32 * GX_MAT for t in TILED_TYPES}
+    | {"q4_k": 35 * GX_MAT, "q5_k": 35 * GX_MAT}
     | {t: GX_CHUNK for t in ("q4_1", "q5_1", "q2_k")}
 )
 
@@ -176,7 +177,7 @@ GEMM_X_PREFIX = (
 def gemm_smem_bytes(qtype: str) -> int:
     """Dynamic shared memory of a GEMM block (ptx/gemm.cuh GemmStage): GEMM_STAGES stages of the staged x prefix
     and the 8 warps' weight units (each stage rounded to 128 bytes), their mbarriers (128 bytes), then the
-    SwiGLU epilogue's 4 tiles of 64 tokens x 16 rows of floats (GEMM_XCH)."""
+    SwiGLU epilogue's 4 tiles of 64 tokens x 16 rows of floats (GEMM_XCH_AT)."""
     stage = -(-(GEMM_X_PREFIX[qtype] + MMA_WARPS * TILED_UNIT_BYTES[qtype]) // 128) * 128
     return GEMM_STAGES * stage + 128 + 4 * GEMM_TOKENS * 16 * 4
 
@@ -328,7 +329,8 @@ class KernelTable:
         passes = -(-m // (8 * nt))
         if gemm:
             blocks = gemm_blocks(passes, groups, x.n // 256, parts)
-            assert 2 * blocks <= MAX_COUNTERS - ARGMAX_ROWS, blocks
+            cut = blocks != passes * groups  # only cut parts and groups count arrivals: 2 counters per block
+            assert not cut or 2 * blocks <= MAX_COUNTERS - ARGMAX_ROWS, blocks
         else:
             blocks = mma_launch_blocks(nt, parts, groups, passes)
             self._check_scratch(passes, groups, blocks, nt)

@@ -57,22 +57,20 @@ def main() -> int:
     ap.add_argument("--gemm-cut-units", type=int, help="GEMM_CUT_UNITS to try (-1000000: always shared out)")
     ap.add_argument("--gemm-min-rows", type=int, help="GEMM_MIN_ROWS to try (rows from which the 64-token GEMM runs)")
     args = ap.parse_args()
-    if args.gemm_min_rows is not None:
-        kernels.GEMM_MIN_ROWS = args.gemm_min_rows
-    if args.gemm_blocks is not None:
-        kernels.GEMM_RESIDENT_BLOCKS = args.gemm_blocks
-    if args.gemm_min_units is not None:
-        kernels.GEMM_DECODE_MIN_UNITS = args.gemm_min_units
-    if args.gemm_cut_units is not None:
-        kernels.GEMM_CUT_UNITS = args.gemm_cut_units
-    if args.serial_nt is not None:
-        kernels.MMA_SERIAL_NT = args.serial_nt
-    if args.serial_min_fill is not None:
-        kernels.MMA_SERIAL_MIN_FILL = args.serial_min_fill
+    settings = {  # option -> the kernels.py setting it overrides
+        "gemm_min_rows": "GEMM_MIN_ROWS",
+        "gemm_blocks": "GEMM_RESIDENT_BLOCKS",
+        "gemm_min_units": "GEMM_DECODE_MIN_UNITS",
+        "gemm_cut_units": "GEMM_CUT_UNITS",
+        "serial_nt": "MMA_SERIAL_NT",
+        "serial_min_fill": "MMA_SERIAL_MIN_FILL",
+        "ring_bytes": "MMA_RING_WARP_BYTES",
+    }
+    for option, setting in settings.items():
+        if getattr(args, option) is not None:
+            setattr(kernels, setting, getattr(args, option))
     if args.target_blocks:  # both the SwiGLU's and the plain GEMVs' targets
         kernels.MMA_TARGET_BLOCKS = kernels.MMA_GEMV_TARGET_BLOCKS = args.target_blocks
-    if args.ring_bytes is not None:
-        kernels.MMA_RING_WARP_BYTES = args.ring_bytes
 
     drv.primary_context()
     kt, stream = KernelTable(), drv.new_stream()
