@@ -13,10 +13,44 @@
 // Launched without the attribute, both are no-ops.
 __device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+// In a kernel that reads anything before pdl_wait, a read after it of what an earlier kernel wrote must not be a
+// non-coherent load: ptxas moves ld.global.nc (what a `const T* __restrict__` read compiles to) above the wait
+// (seen in conv_step_silu's SASS: the x loads ahead of ACQBULK, and replies changed with the slot's history).
+// This load goes through L2 (ld.global.cg) and stays after the wait.
+template <class T>
+__device__ __forceinline__ T after_wait_load(const T* p) { return __ldcg(p); }
 // The usual prologue of a kernel that reads nothing before its inputs are ready.
 __device__ __forceinline__ void pdl_enter() {
     pdl_launch_dependents();
     pdl_wait();
+}
+
+// Bulk copies (cp.async.bulk, the TMA engine) into shared memory, completing on an mbarrier.
+__device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(uint32_t bar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+// A bulk copy counted on bar's transaction count only (the phase's one arrival is an mbar_arrive_expect).
+__device__ __forceinline__ void bulk_copy_tx(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+// bytes (a multiple of 16, both addresses 16-byte aligned) from global to shared, completing on mbarrier bar
+// (its one arrival per phase, expecting these bytes).
+__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+    mbar_arrive_expect(bar, bytes);
+    bulk_copy_tx(dst, src, bytes, bar);
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    asm volatile(
+        "{\n\t.reg .pred done;\n\tWAIT:\n\tmbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
+        "@!done bra WAIT;\n\t}" ::"r"(bar),
+        "r"(parity)
+        : "memory");
 }
 
 __device__ __forceinline__ float warp_sum(float v) {

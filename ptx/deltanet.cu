@@ -26,20 +26,29 @@ extern "C" __global__ void conv_step_silu(const float* __restrict__ x, const flo
                                           float* __restrict__ state, long long slot_stride,
                                           const int* __restrict__ slots, float* __restrict__ out, int C, int K,
                                           int rows_per_run, int seg_rows) {
-    pdl_enter();
+    pdl_launch_dependents();
     const int c = blockIdx.x * blockDim.x + threadIdx.x, r0 = blockIdx.y * rows_per_run, r1 = r0 + rows_per_run;
     const int s0 = r0 + blockIdx.z * seg_rows, s1 = min(s0 + seg_rows, r1);
     if (c >= C) return;
     float* st = state + slot_stride * slots[r0] + c;
     float buf[MAX_CONV];
+    // Input s0 - (K - 1) + j: state row j + (s0 - r0) before the run, read before pdl_wait (as delta_step reads
+    // S: only this layer's conv of an earlier step writes it), or row `row` of x, read after it through
+    // after_wait_load (x is the projection just before).
 #pragma unroll
-    for (int j = 0; j < MAX_CONV; j++) {  // input s0 - (K - 1) + j: state row j + (s0 - r0) before the run
+    for (int j = 0; j < MAX_CONV; j++) {
         const int row = s0 - (K - 1) + j;
-        buf[j] = j >= K - 1 ? 0.0f : row >= r0 ? x[(long long)row * C + c] : st[(long long)(row - r0 + K - 1) * C];
+        buf[j] = j < K - 1 && row < r0 ? st[(long long)(row - r0 + K - 1) * C] : 0.0f;
+    }
+    pdl_wait();
+#pragma unroll
+    for (int j = 0; j < MAX_CONV; j++) {
+        const int row = s0 - (K - 1) + j;
+        if (j < K - 1 && row >= r0) buf[j] = after_wait_load(x + (long long)row * C + c);
     }
 #pragma unroll 4  // a prefill chunk's rows: independent loads in flight, the window carried in registers
     for (int r = s0; r < s1; r++) {
-        const float xv = x[(long long)r * C + c];
+        const float xv = after_wait_load(x + (long long)r * C + c);
         float acc = 0.0f;
 #pragma unroll
         for (int j = 0; j < MAX_CONV; j++) {
@@ -59,7 +68,7 @@ extern "C" __global__ void conv_step_silu(const float* __restrict__ x, const flo
     if (blockIdx.z != 0) return;
 #pragma unroll
     for (int j = 0; j < MAX_CONV; j++) {  // one segment: its window is the new state; else the run's last inputs
-        if (j < K - 1) st[(long long)j * C] = gridDim.z == 1 ? buf[j] : x[(long long)(r1 - (K - 1) + j) * C + c];
+        if (j < K - 1) st[(long long)j * C] = gridDim.z == 1 ? buf[j] : after_wait_load(x + (long long)(r1 - (K - 1) + j) * C + c);
     }
 }
 
@@ -131,7 +140,7 @@ __device__ __forceinline__ void gated_norm_store(float o, float z, float nw, flo
 // One delta-rule step for one (value head h, run of rows), fused with the gated RMSNorm of its output, which is
 // written in the split format (split.cuh) for the ssm_out GEMV: the decode kernel (runs of one row).
 // 4*DK threads: thread t owns column j = t % DK of S, rows [g*DK/4, (g+1)*DK/4) for g = t / DK, in registers
-// for the whole run (loaded before the first row, stored after the last); the four partial sums over rows are
+// for the whole run (read before the first row, stored after the last); the four partial sums over rows are
 // added in the fixed order g = 0, 1, 2, 3. q, k are the l2-normalised k-head h % H_k (GGUF tiled layout); q is
 // also scaled by 1/sqrt(d_k). g = softplus(a + dt_bias) * ssm_a, beta = sigmoid(b).
 // A run is a sequential chain of rows, so each row costs its latency: the next row's inputs are loaded while this
@@ -139,23 +148,32 @@ __device__ __forceinline__ void gated_norm_store(float o, float z, float nw, flo
 // delta_rule), which spread a head's columns over 16 blocks.
 //   conv_out: [m][2*H_k*DK + H_v*DK] = [q | k | v]; a, b: [m][H_v]; z: [m][H_v][DK]; norm_w: [DK];
 //   out: split quads [m][H_v*DK/4], out_sum: [m][H_v*DK/16].
-// Grid (H_v, m / rows_per_run).
+// Persistent: the launch's ITEMS (head h, run) = item % H_v, item / H_v are walked by gridDim.x blocks (block b:
+// items b, b + gridDim.x, ...). An item's state (DK x DK floats, contiguous) comes into shared memory by one bulk
+// copy issued two items ahead (two buffers), so the state traffic of the next item streams while this one computes
+// (one item per block, 16 waves of load-compute-store at m = 64, kept the memory pipe idle half the time).
+// Dynamic shared memory: 2 DK DK floats, then two mbarriers.
 template <int DK>
 struct DeltaRow {  // one thread's inputs of one row
     float qk;  // t < DK: q[t]; DK <= t < 2DK: k[t - DK]
     float v, a, b, z;
+    float dtb, A;  // the head's dt_bias and ssm_a
 };
 
 template <int DK>
 __device__ __forceinline__ void delta_load(const float* __restrict__ conv_out, const float* __restrict__ a,
-                                           const float* __restrict__ b, const float* __restrict__ z, int r, int h,
-                                           int kh, int H_k, int H_v, int t, int j, DeltaRow<DK>& d) {
+                                           const float* __restrict__ b, const float* __restrict__ z,
+                                           const float* __restrict__ dt_bias, const float* __restrict__ ssm_a,
+                                           int r, int h, int H_k, int H_v, int t, DeltaRow<DK>& d) {
+    const int kh = h % H_k, j = t % DK;
     const float* row = conv_out + (long long)r * (2 * H_k + H_v) * DK;
     d.qk = t < DK ? row[kh * DK + t] : t < 2 * DK ? row[(long long)H_k * DK + kh * DK + t - DK] : 0.0f;
     d.v = row[(long long)2 * H_k * DK + h * DK + j];
     d.a = a[(long long)r * H_v + h];
     d.b = b[(long long)r * H_v + h];
     d.z = t < DK ? z[((long long)r * H_v + h) * DK + j] : 0.0f;
+    d.dtb = dt_bias[h];
+    d.A = ssm_a[h];
 }
 
 template <int DK>
@@ -165,59 +183,87 @@ __device__ __forceinline__ void delta_body(const float* __restrict__ conv_out, c
                                            long long slot_stride, const int* __restrict__ slots,
                                            const float* __restrict__ z, const float* __restrict__ norm_w,
                                            uint4* __restrict__ out, float* __restrict__ out_sum, int H_k, int H_v,
-                                           float eps, int rows_per_run) {
+                                           float eps, int rows_per_run, int items) {
     constexpr int ROWS = DK / 4, W = DK / 32;  // S rows per thread, warps holding q (and as many holding k)
+    constexpr uint32_t STATE = DK * DK * 4;    // bytes of one head's state
     __shared__ float qs[DK], ks[DK], part_kv[4][DK], part_o[4][DK], red[3 * W];
     __shared__ __align__(16) float ov[DK];  // read back as float4 quads
+    extern __shared__ __align__(128) float delta_state[];  // [2][DK][DK], then the two buffers' mbarriers
     pdl_launch_dependents();
-    const int h = blockIdx.x, r0 = blockIdx.y * rows_per_run, t = threadIdx.x, j = t % DK, g = t / DK;
-    const int kh = h % H_k;
-    // The state is read BEFORE pdl_wait, while the kernels before this one drain (as the GEMVs read weights):
-    // no kernel of this step writes it. Its last writer is this layer's delta_step of an earlier step (or the
-    // slot's zeroing), and every step begins with a launch that waits for all earlier work (the embedding,
-    // launched without PDL); the slot ids come from the step buffer, copied from the host before that launch.
-    float* Sh = S + slot_stride * slots[r0] + (long long)h * DK * DK + (long long)g * ROWS * DK + j;
+    const int t = threadIdx.x, j = t % DK, g = t / DK, G = gridDim.x;
     const float* kg = ks + g * ROWS;
     const float* qg = qs + g * ROWS;
-    const float dtb = dt_bias[h], A = ssm_a[h], nw = norm_w[j];
-    float s[ROWS];
-#pragma unroll
-    for (int i = 0; i < ROWS; i++) s[i] = Sh[i * DK];
+    const float nw = norm_w[j];
+    const uint32_t bufs = smem_u32(delta_state), bars = bufs + 2 * STATE;
+    const auto state_of = [&](int item) {  // the item's state in the slot pool
+        return S + slot_stride * slots[item / H_v * rows_per_run] + (long long)(item % H_v) * DK * DK;
+    };
+    // The states are read BEFORE pdl_wait, while the kernels before this one drain (as the GEMVs read weights): no
+    // kernel of this step writes them. Their last writer is this layer's delta_step of an earlier step (or the
+    // slot's zeroing), and every step begins with a launch that waits for all earlier work (the embedding,
+    // launched without PDL); the slot ids come from the step buffer, copied from the host before that launch.
+    const auto fetch = [&](int item, int k) {  // buffer k % 2 <- the item's state (thread 0)
+        if (item < items) bulk_copy(bufs + (k & 1) * STATE, state_of(item), STATE, bars + 8 * (k & 1));
+    };
+    if (t == 0) {
+        mbar_init(bars);
+        mbar_init(bars + 8);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        fetch(blockIdx.x, 0);
+        fetch(blockIdx.x + G, 1);
+    }
+    __syncthreads();
     pdl_wait();
     DeltaRow<DK> cur, nxt;
-    delta_load<DK>(conv_out, a, b, z, r0, h, kh, H_k, H_v, t, j, cur);
-    for (int r = r0; r < r0 + rows_per_run; r++) {
-        if (r + 1 < r0 + rows_per_run) delta_load<DK>(conv_out, a, b, z, r + 1, h, kh, H_k, H_v, t, j, nxt);
-        const float n = qk_normed<DK>(cur.qk, t, red);
-        if (t < DK) qs[t] = n;
-        else if (t < 2 * DK) ks[t - DK] = n;
-        __syncthreads();
-        float decay, beta;
-        delta_gates(cur.a, cur.b, dtb, A, decay, beta);
-        float kv_part = 0.0f;
+    delta_load<DK>(conv_out, a, b, z, dt_bias, ssm_a, blockIdx.x / H_v * rows_per_run, blockIdx.x % H_v, H_k, H_v, t,
+                   cur);
+    int k = 0;
+    for (int item = blockIdx.x; item < items; item += G, k++) {
+        const int h = item % H_v, r0 = item / H_v * rows_per_run;
+        float s[ROWS];
+        mbar_wait(bars + 8 * (k & 1), (k >> 1) & 1);
+        const float* st = delta_state + (k & 1) * DK * DK + g * ROWS * DK + j;
 #pragma unroll
-        for (int i = 0; i < ROWS; i++) {
-            s[i] = __fmul_rn(s[i], decay);
-            kv_part = fmaf(s[i], kg[i], kv_part);
-        }
-        part_kv[g][j] = kv_part;
-        __syncthreads();
-        const float kv_mem = sum4(part_kv[0][j], part_kv[1][j], part_kv[2][j], part_kv[3][j]);
-        const float delta = __fmul_rn(__fsub_rn(cur.v, kv_mem), beta);
-        float o_part = 0.0f;
+        for (int i = 0; i < ROWS; i++) s[i] = st[i * DK];
+        __syncthreads();  // every thread has its rows: the buffer takes the item after next
+        if (t == 0) fetch(item + 2 * G, k);
+        for (int r = r0; r < r0 + rows_per_run; r++) {
+            if (r + 1 < r0 + rows_per_run) delta_load<DK>(conv_out, a, b, z, dt_bias, ssm_a, r + 1, h, H_k, H_v, t, nxt);
+            else if (item + G < items)  // the next item's first row
+                delta_load<DK>(conv_out, a, b, z, dt_bias, ssm_a, (item + G) / H_v * rows_per_run, (item + G) % H_v,
+                               H_k, H_v, t, nxt);
+            const float n = qk_normed<DK>(cur.qk, t, red);
+            if (t < DK) qs[t] = n;
+            else if (t < 2 * DK) ks[t - DK] = n;
+            __syncthreads();
+            float decay, beta;
+            delta_gates(cur.a, cur.b, cur.dtb, cur.A, decay, beta);
+            float kv_part = 0.0f;
 #pragma unroll
-        for (int i = 0; i < ROWS; i++) {
-            s[i] = fmaf(kg[i], delta, s[i]);
-            o_part = fmaf(s[i], qg[i], o_part);
+            for (int i = 0; i < ROWS; i++) {
+                s[i] = __fmul_rn(s[i], decay);
+                kv_part = fmaf(s[i], kg[i], kv_part);
+            }
+            part_kv[g][j] = kv_part;
+            __syncthreads();
+            const float kv_mem = sum4(part_kv[0][j], part_kv[1][j], part_kv[2][j], part_kv[3][j]);
+            const float delta = __fmul_rn(__fsub_rn(cur.v, kv_mem), beta);
+            float o_part = 0.0f;
+#pragma unroll
+            for (int i = 0; i < ROWS; i++) {
+                s[i] = fmaf(kg[i], delta, s[i]);
+                o_part = fmaf(s[i], qg[i], o_part);
+            }
+            part_o[g][j] = o_part;
+            __syncthreads();
+            const float o = sum4(part_o[0][j], part_o[1][j], part_o[2][j], part_o[3][j]);
+            gated_norm_store<DK>(o, cur.z, nw, eps, t, red + 2 * W, ov, out, out_sum, r, h, H_v);
+            cur = nxt;
         }
-        part_o[g][j] = o_part;
-        __syncthreads();
-        const float o = sum4(part_o[0][j], part_o[1][j], part_o[2][j], part_o[3][j]);
-        gated_norm_store<DK>(o, cur.z, nw, eps, t, red + 2 * W, ov, out, out_sum, r, h, H_v);
-        cur = nxt;
+        float* Sh = state_of(item) + (long long)g * ROWS * DK + j;
+#pragma unroll
+        for (int i = 0; i < ROWS; i++) Sh[i * DK] = s[i];
     }
-#pragma unroll
-    for (int i = 0; i < ROWS; i++) Sh[i * DK] = s[i];
 }
 
 // ---- The prefill pipeline: runs of many rows of one slot (kernels.py delta_rule). The fused kernel above keeps
@@ -349,9 +395,9 @@ __device__ __forceinline__ void delta_norm_body(const float* __restrict__ o_raw,
     extern "C" __global__ void __launch_bounds__(4 * DK) delta_step_d##DK(                                    \
         const float* conv_out, const float* a, const float* b, const float* ssm_a, const float* dt_bias,      \
         float* S, long long slot_stride, const int* slots, const float* z, const float* norm_w, uint4* out,   \
-        float* out_sum, int H_k, int H_v, float eps, int rows_per_run) {                                      \
+        float* out_sum, int H_k, int H_v, float eps, int rows_per_run, int items) {                           \
         delta_body<DK>(conv_out, a, b, ssm_a, dt_bias, S, slot_stride, slots, z, norm_w, out, out_sum, H_k,   \
-                       H_v, eps, rows_per_run);                                                               \
+                       H_v, eps, rows_per_run, items);                                                        \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(2 * DK) delta_prep_d##DK(                                    \
         const float* conv_out, const float* a, const float* b, const float* ssm_a, const float* dt_bias,      \

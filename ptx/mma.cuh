@@ -562,33 +562,6 @@ template <class F, int NT>
 __device__ __forceinline__ float* out_tile(uint8_t* smem, int warp) {  // [NT * 8][16] floats of warp's tile
     return reinterpret_cast<float*>(smem + warp * Ring<F, NT>::BYTES);
 }
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void mbar_init(uint32_t bar) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_expect(uint32_t bar, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-// A bulk copy counted on bar's transaction count only (the phase's one arrival is an mbar_arrive_expect).
-__device__ __forceinline__ void bulk_copy_tx(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-                 "l"(src), "r"(bytes), "r"(bar)
-                 : "memory");
-}
-// bytes (a multiple of 16, both addresses 16-byte aligned) from global to shared, completing on mbarrier bar
-// (its one arrival per phase, expecting these bytes).
-__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-    mbar_arrive_expect(bar, bytes);
-    bulk_copy_tx(dst, src, bytes, bar);
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-    asm volatile(
-        "{\n\t.reg .pred done;\n\tWAIT:\n\tmbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
-        "@!done bra WAIT;\n\t}" ::"r"(bar),
-        "r"(parity)
-        : "memory");
-}
-
 // Where C-fragment element (nt, i) of lane (g, t) lies in a warp's output tile [NT * 8 tokens][16 rows]: token
 // 8 nt + 2 t + (i & 1), row g + 8 (i >> 1).
 __device__ __forceinline__ int frag_at(int nt, int i, int g, int t) {

@@ -55,6 +55,18 @@ MMA_SERIAL_MIN_FILL = 0.6
 # Decode steps of at least this many rows run the delta rule through the prefill pipeline too (kernels.py
 # delta_rule: the same bits either way); QTUI_DELTA_PIPELINE_MIN_ROWS for A/B runs.
 DELTA_PIPELINE_MIN_ROWS = int(os.environ.get("QTUI_DELTA_PIPELINE_MIN_ROWS", str(1 << 30)))
+# The decode delta rule (ptx/deltanet.cu delta_step) is persistent: this many blocks walk its (head, row) items,
+# each item's 64 KB (d_k 128) state bulk-copied two items ahead. One block per SM at d_k = 128 (two state buffers,
+# 128 KB of shared memory), three at 64. With one block per item (H_v x m blocks), 16 waves of load - compute -
+# store at m = 64 ran the 4b layer in 100 us (2.7 TB/s of state traffic).
+DELTA_STEP_BLOCKS = {64: 3 * 132, 128: 132}
+
+
+def delta_step_smem_bytes(d_k: int) -> int:
+    """delta_step's dynamic shared memory: two d_k x d_k float32 state buffers and their two mbarriers."""
+    return 2 * d_k * d_k * 4 + 16
+
+
 # The 64-token GEMM (ptx/gemm.cuh: warpgroup MMAs over a staged x tile, one block per SM): GEMV launches of at
 # least GEMM_MIN_ROWS rows run as gemm_stage_x + mma_gemm_* (the same bits, tests/engine/cuda/test_gemv.py);
 # QTUI_GEMM_MIN_ROWS=1000000 turns it off (A/B runs). From 17 rows (1fa24a5, H200, 4b): the 32-row step 10.8 ->
@@ -631,18 +643,22 @@ class KernelTable:
         qk_n: int = 0,
         gates: int = 0,
         o_raw: int = 0,
+        step_blocks: int | None = None,
     ) -> list[Kernel]:
         """The delta rule + gated RMSNorm * silu(z) of m rows in runs of `run` (ptx/deltanet.cu), out = split
         ([m][H_v * d_v]), d_k == d_v in {64, 128}: one fused delta_step for decode (run 1), the prefill pipeline
         delta_prep -> delta_scan -> delta_norm for longer runs, with its scratch qk_n [m][2*H_k*d_k], gates
         [m][2*H_v], o_raw [m][H_v*d_k] float32. Both compute every row the same way, bit for bit (test_layers.py);
-        the pipeline spreads a head's columns over d_k / 8 warps."""
+        the pipeline spreads a head's columns over d_k / 8 warps. step_blocks: delta_step's persistent blocks
+        (default DELTA_STEP_BLOCKS; any count gives the same bits)."""
         assert run >= 1 and m % run == 0 and out.n == H_v * d_k, (m, run, out.n, H_v, d_k)
         mod, gate_in = "deltanet", [(conv_out, P), (a, P), (b, P), (ssm_a, P), (dt_bias, P)]
-        if run == 1 and m < DELTA_PIPELINE_MIN_ROWS:  # the fused kernel, grid (H_v, m), 4*d_k threads
+        if run == 1 and m < DELTA_PIPELINE_MIN_ROWS:  # the fused kernel: H_v * m items, 4*d_k threads
+            items = H_v * m
             fused: list[KernelArg] = [*gate_in, (S, P), (slot_stride, I64), (slots, P), (z, P), (norm_w, P)]
-            fused += [(out.xs, P), (out.xsum, P), (H_k, I32), (H_v, I32), (eps, F32), (1, I32)]  # rows_per_run 1
-            return [self._site(mod, f"delta_step_d{d_k}", (H_v, m, 1), 4 * d_k, fused)]
+            fused += [(out.xs, P), (out.xsum, P), (H_k, I32), (H_v, I32), (eps, F32), (1, I32), (items, I32)]
+            grid = (min(items, step_blocks or DELTA_STEP_BLOCKS[d_k]), 1, 1)
+            return [self._site(mod, f"delta_step_d{d_k}", grid, 4 * d_k, fused, shmem=delta_step_smem_bytes(d_k))]
         assert d_k % 32 == 0 and qk_n and gates and o_raw, (d_k, qk_n, gates, o_raw)
         prep: list[KernelArg] = [*gate_in, (qk_n, P), (gates, P), (H_k, I32), (H_v, I32)]
         scan: list[KernelArg] = [(qk_n, P), (gates, P), (conv_out, P), (S, P), (slot_stride, I64), (slots, P)]

@@ -78,28 +78,56 @@ def _delta_oracle(conv_out, a, b, ssm_a, dt_bias, S, H_k, H_v, dk, z, norm_w, ep
 
 
 @pytest.mark.parametrize("dk", [64, 128])
-def test_conv_and_delta_step_over_three_steps(gpu, dk):
-    """Conv step + SiLU, l2norm, delta rule with tiled heads, gated norm; rows read state by slot id."""
+@pytest.mark.parametrize("blocks", [1, 3])
+def test_conv_and_delta_step_over_three_steps(gpu, dk, blocks):
+    """Conv step + SiLU, l2norm, delta rule with tiled heads, gated norm; rows read state by slot id. The
+    persistent delta_step on `blocks` blocks (each walking several (head, row) items through its two state
+    buffers) is bitwise the default launch (one item per block here) on a second copy of the state."""
     rng = np.random.default_rng()
     H_k, H_v, K, n_slots = 2, 4, 4, 5
     C = (2 * H_k + H_v) * dk
-    slots = np.array([3, 1], np.int32)
+    slots = np.array([3, 4, 1], np.int32)
     m = len(slots)
     conv_w = rng.uniform(-0.5, 0.5, (C, K)).astype(np.float32)
     ssm_a = -rng.uniform(1, 16, H_v).astype(np.float32)
     dt_bias = rng.uniform(-7, -2, H_v).astype(np.float32)
     conv_state = rng.standard_normal((n_slots, K - 1, C)).astype(np.float32)
     S = (0.1 * rng.standard_normal((n_slots, H_v, dk, dk))).astype(np.float32)
-    st_buf, S_buf = gpu.put(conv_state), gpu.put(S)
+    st_buf, S_buf, S_default = gpu.put(conv_state), gpu.put(S), gpu.put(S)
     cs64, S64 = conv_state.astype(F64), S.astype(F64)
     w_buf, a_dev, dt_dev, sl = gpu.put(conv_w), gpu.put(ssm_a), gpu.put(dt_bias), gpu.put(slots)
     norm_w = (1 + 0.1 * rng.standard_normal(dk)).astype(np.float32)
     nw_dev, eps = gpu.put(norm_w), 1e-6
+
+    def delta(ins, S_dev, out, step_blocks):
+        """The fused decode kernel over this step's inputs (conv_out, a, b, z), one row per slot."""
+        conv_out, a_dev_r, b_dev_r, z_dev = ins
+        return gpu.kt.delta_rule(
+            m=m,
+            d_k=dk,
+            conv_out=int(conv_out),
+            a=int(a_dev_r),
+            b=int(b_dev_r),
+            ssm_a=int(a_dev),
+            dt_bias=int(dt_dev),
+            S=int(S_dev),
+            slot_stride=H_v * dk * dk,
+            slots=int(sl),
+            z=int(z_dev),
+            norm_w=int(nw_dev),
+            out=out,
+            H_k=H_k,
+            H_v=H_v,
+            eps=eps,
+            step_blocks=step_blocks,
+        )
+
     for _step in range(3):
         x = rng.standard_normal((m, C)).astype(np.float32)
         a, b = rng.standard_normal((2, m, H_v)).astype(np.float32)
         z = rng.standard_normal((m, H_v, dk)).astype(np.float32)
-        conv_out, o = gpu.poisoned((m, C)), gpu.split_buffer(m, H_v * dk)
+        conv_out, o, o_default = gpu.poisoned((m, C)), gpu.split_buffer(m, H_v * dk), gpu.split_buffer(m, H_v * dk)
+        ins = (conv_out, gpu.put(a), gpu.put(b), gpu.put(z))
         gpu.run(
             gpu.kt.conv_step_silu(
                 m=m,
@@ -112,26 +140,12 @@ def test_conv_and_delta_step_over_three_steps(gpu, dk):
                 channels=C,
                 kernel=K,
             ),
-            *gpu.kt.delta_rule(  # one row per slot: the fused decode kernel
-                m=m,
-                d_k=dk,
-                conv_out=int(conv_out),
-                a=int(gpu.put(a)),
-                b=int(gpu.put(b)),
-                ssm_a=int(a_dev),
-                dt_bias=int(dt_dev),
-                S=int(S_buf),
-                slot_stride=H_v * dk * dk,
-                slots=int(sl),
-                z=int(gpu.put(z)),
-                norm_w=int(nw_dev),
-                out=o,
-                H_k=H_k,
-                H_v=H_v,
-                eps=eps,
-            ),
+            *delta(ins, S_buf, o, blocks),
+            *delta(ins, S_default, o_default, None),
         )
         got_o = _split_values(gpu, o, m).reshape(m, H_v, dk)
+        default_o = _split_values(gpu, o_default, m).reshape(m, H_v, dk)
+        assert np.array_equal(got_o.view(np.uint32), default_o.view(np.uint32)), f"step {_step}: blocks change bits"
         for r, s in enumerate(slots):
             window = np.concatenate([cs64[s], x[r][None].astype(F64)])
             cs64[s] = window[1:]
@@ -141,6 +155,7 @@ def test_conv_and_delta_step_over_three_steps(gpu, dk):
     np.testing.assert_allclose(gpu.get(st_buf, conv_state.shape), cs64, rtol=0, atol=0)  # pure copies
     untouched = [s for s in range(n_slots) if s not in slots]
     assert np.array_equal(gpu.get(S_buf, S.shape)[untouched], S[untouched])
+    assert np.array_equal(gpu.get(S_buf, S.shape).view(np.uint32), gpu.get(S_default, S.shape).view(np.uint32))
 
 
 @pytest.mark.parametrize("dk", [64, 128])
