@@ -213,6 +213,16 @@ __device__ __forceinline__ void delta_body(const float* __restrict__ conv_out, c
         fetch(blockIdx.x + G, 1);
     }
     __syncthreads();
+    float s[ROWS];
+    const auto take = [&](int item, int k) {  // s <- the item's state from buffer k % 2, which then takes item + 2G
+        mbar_wait(bars + 8 * (k & 1), (k >> 1) & 1);
+        const float* st = delta_state + (k & 1) * DK * DK + g * ROWS * DK + j;
+#pragma unroll
+        for (int i = 0; i < ROWS; i++) s[i] = st[i * DK];
+        __syncthreads();  // every thread has its rows: the buffer is free
+        if (t == 0) fetch(item + 2 * G, k);
+    };
+    take(blockIdx.x, 0);  // the first state in registers before the wait too (m = 1: one item per block)
     pdl_wait();
     DeltaRow<DK> cur, nxt;
     delta_load<DK>(conv_out, a, b, z, dt_bias, ssm_a, blockIdx.x / H_v * rows_per_run, blockIdx.x % H_v, H_k, H_v, t,
@@ -220,13 +230,7 @@ __device__ __forceinline__ void delta_body(const float* __restrict__ conv_out, c
     int k = 0;
     for (int item = blockIdx.x; item < items; item += G, k++) {
         const int h = item % H_v, r0 = item / H_v * rows_per_run;
-        float s[ROWS];
-        mbar_wait(bars + 8 * (k & 1), (k >> 1) & 1);
-        const float* st = delta_state + (k & 1) * DK * DK + g * ROWS * DK + j;
-#pragma unroll
-        for (int i = 0; i < ROWS; i++) s[i] = st[i * DK];
-        __syncthreads();  // every thread has its rows: the buffer takes the item after next
-        if (t == 0) fetch(item + 2 * G, k);
+        if (k > 0) take(item, k);
         for (int r = r0; r < r0 + rows_per_run; r++) {
             if (r + 1 < r0 + rows_per_run) delta_load<DK>(conv_out, a, b, z, dt_bias, ssm_a, r + 1, h, H_k, H_v, t, nxt);
             else if (item + G < items)  // the next item's first row
