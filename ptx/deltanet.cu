@@ -68,7 +68,8 @@ extern "C" __global__ void conv_step_silu(const float* __restrict__ x, const flo
     if (blockIdx.z != 0) return;
 #pragma unroll
     for (int j = 0; j < MAX_CONV; j++) {  // one segment: its window is the new state; else the run's last inputs
-        if (j < K - 1) st[(long long)j * C] = gridDim.z == 1 ? buf[j] : after_wait_load(x + (long long)(r1 - (K - 1) + j) * C + c);
+        if (j < K - 1)
+            st[(long long)j * C] = gridDim.z == 1 ? buf[j] : after_wait_load(x + (long long)(r1 - (K - 1) + j) * C + c);
     }
 }
 
@@ -208,7 +209,7 @@ __device__ __forceinline__ void delta_body(const float* __restrict__ conv_out, c
     if (t == 0) {
         mbar_init(bars);
         mbar_init(bars + 8);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        mbar_init_fence();
         fetch(blockIdx.x, 0);
         fetch(blockIdx.x + G, 1);
     }
@@ -232,7 +233,8 @@ __device__ __forceinline__ void delta_body(const float* __restrict__ conv_out, c
         const int h = item % H_v, r0 = item / H_v * rows_per_run;
         if (k > 0) take(item, k);
         for (int r = r0; r < r0 + rows_per_run; r++) {
-            if (r + 1 < r0 + rows_per_run) delta_load<DK>(conv_out, a, b, z, dt_bias, ssm_a, r + 1, h, H_k, H_v, t, nxt);
+            if (r + 1 < r0 + rows_per_run)
+                delta_load<DK>(conv_out, a, b, z, dt_bias, ssm_a, r + 1, h, H_k, H_v, t, nxt);
             else if (item + G < items)  // the next item's first row
                 delta_load<DK>(conv_out, a, b, z, dt_bias, ssm_a, (item + G) / H_v * rows_per_run, (item + G) % H_v,
                                H_k, H_v, t, nxt);

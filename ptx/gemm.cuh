@@ -162,7 +162,7 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
     const uint32_t stages = smem_u32(mma_smem), bars = stages + S * SB;
     if (threadIdx.x == 0) {
         for (int i = 0; i < S; i++) mbar_init(bars + 8 * i);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        mbar_init_fence();
     }
     __syncthreads();
     // stage (u - u0) % S <- unit u: this warp's weight unit (asked for before pdl_wait), and the pass's x chunk

@@ -596,7 +596,7 @@ __device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int p
     if (Ring<F, NT>::ON) {
         if (lane == 0) {
             for (int i = 0; i < D; i++) mbar_init(bars + 8 * i);
-            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+            mbar_init_fence();
             for (int i = 0; i < D && i < units; i++)
                 bulk_copy(slots + i * F::UNIT, first + (long long)F::UNIT * i, F::UNIT, bars + 8 * i);
         }
