@@ -159,9 +159,16 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
     const int u0 = wk.first(blockIdx.x), u1 = wk.first(blockIdx.x + 1), L = (n_sb + sh.parts - 1) / sh.parts;
     float* sb_sums = scratch;
     float* part_sums = sb_sums + (long long)wk.blocks * L * GEMM_SLAB;
+    // Stage i's barriers: full (bars + 8 i: the 8 warps' weight copies and the x copy, one arrival each with its
+    // bytes) and empty (bars + 8 (S + i): one arrival per warp once its MMAs have read the stage). No block barrier
+    // per unit: a warp refills its own weight slot as soon as it is done with it, thread 0 the x chunk once all 8
+    // warps are, so the two warpgroups need not run in step (one's dequant beside the other's MMAs).
     const uint32_t stages = smem_u32(mma_smem), bars = stages + S * SB;
     if (threadIdx.x == 0) {
-        for (int i = 0; i < S; i++) mbar_init(bars + 8 * i);
+        for (int i = 0; i < S; i++) {
+            mbar_init_count(bars + 8 * i, MMA_WARPS + 1);
+            mbar_init_count(bars + 8 * (S + i), MMA_WARPS);
+        }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
@@ -169,16 +176,15 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
     const auto fill_w = [&](int u) {
         const int sb = u % n_sb, tile = min((u / n_sb) % groups * TPB + warp % TPB, sh.n_tiles - 1);
         if (lane == 0)
-            bulk_copy_tx(stages + (u - u0) % S * SB + XB + warp * F::UNIT,
-                         W[warp / TPB] + (long long)F::UNIT * ((long long)n_sb * tile + sb), F::UNIT,
-                         bars + 8 * ((u - u0) % S));
+            bulk_copy(stages + (u - u0) % S * SB + XB + warp * F::UNIT,
+                      W[warp / TPB] + (long long)F::UNIT * ((long long)n_sb * tile + sb), F::UNIT,
+                      bars + 8 * ((u - u0) % S));
     };
     const auto fill_x = [&](int u) {
         if (threadIdx.x == 0) {
             const int sb = u % n_sb, pass = u / n_sb / groups;
-            mbar_arrive_expect(bars + 8 * ((u - u0) % S), XB + MMA_WARPS * F::UNIT);
-            bulk_copy_tx(stages + (u - u0) % S * SB, gx + ((long long)pass * n_sb + sb) * GX_CHUNK, XB,
-                         bars + 8 * ((u - u0) % S));
+            bulk_copy(stages + (u - u0) % S * SB, gx + ((long long)pass * n_sb + sb) * GX_CHUNK, XB,
+                      bars + 8 * ((u - u0) % S));
         }
     };
     for (int u = u0; u < u0 + S && u < u1; u++) fill_w(u);
@@ -257,9 +263,12 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
                 acc[j][3] = fmaf(-scales.g8.dmin, P[0][4 * j + 3], acc[j][3]);
             }
         }
-        __syncthreads();  // every warp is done with the stage (its wgmmas waited for): refill it
+        // this warp is done with the stage (its MMAs waited for, its weight words and sums read): release it, refill
+        // its own weight slot; thread 0 refills the x chunk once every warp has released the stage
+        if (lane == 0) mbar_arrive(bars + 8 * (S + du % S));
         if (u + S < u1) {
             fill_w(u + S);
+            if (threadIdx.x == 0) mbar_wait(bars + 8 * (S + du % S), (du / S) & 1);
             fill_x(u + S);
         }
         // acc = this super-block's sum: into its part's sum (run), then the part's sum into the group's (T)
