@@ -398,6 +398,9 @@ struct GemmSwigluStore {
         const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
         float* tiles = reinterpret_cast<float*>(xch);
         float* mine = tiles + (warp % TPB) * TILE;
+        // every warp is past the previous group's swiglu_store (which reads xch): without a block barrier per unit a
+        // warp may run up to two units ahead, and a tile group may be as short as one unit
+        __syncthreads();
         if (warp >= TPB) {
 #pragma unroll
             for (int j = 0; j < 8; j++)
