@@ -32,6 +32,14 @@ __device__ __forceinline__ void mbar_init(uint32_t bar) {
 }
 // After a thread's mbar_inits: makes them visible to the bulk copies (the async proxy) and, after a barrier, the block.
 __device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+// An mbarrier expecting `count` arrivals per phase (mbar_init: one).
+__device__ __forceinline__ void mbar_init_count(uint32_t bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+// One arrival (release: this thread's earlier reads of what the barrier guards are done).
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
 __device__ __forceinline__ void mbar_arrive_expect(uint32_t bar, uint32_t bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
 }

@@ -159,9 +159,20 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
     const int u0 = wk.first(blockIdx.x), u1 = wk.first(blockIdx.x + 1), L = (n_sb + sh.parts - 1) / sh.parts;
     float* sb_sums = scratch;
     float* part_sums = sb_sums + (long long)wk.blocks * L * GEMM_SLAB;
+    // Stage i's barrier (bars + 8 i) completes when the 8 warps' weight copies and the x copy have landed (one
+    // arrival each, with its bytes). No block barrier per unit: a warp refills its own weight slot as soon as it is
+    // done with it, and the last warp done with a stage (released[i] counts them, 8 per use) refills its x chunk,
+    // so the two warpgroups need not run in step (one's dequant beside the other's MMAs). Nobody waits for the
+    // release, and no loop runs under a thread-dependent condition (a waiting loop in one thread, or the first x
+    // copies looped inside `if (threadIdx.x == 0)`): with one in the kernel, ptxas moves the wgmma descriptors to
+    // regular registers (93 R2UR against 28).
+    __shared__ int released[S];
     const uint32_t stages = smem_u32(mma_smem), bars = stages + S * SB;
     if (threadIdx.x == 0) {
-        for (int i = 0; i < S; i++) mbar_init(bars + 8 * i);
+        for (int i = 0; i < S; i++) {
+            mbar_init_count(bars + 8 * i, MMA_WARPS + 1);
+            released[i] = 0;
+        }
         mbar_init_fence();
     }
     __syncthreads();
@@ -169,21 +180,19 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
     const auto fill_w = [&](int u) {
         const int sb = u % n_sb, tile = min((u / n_sb) % groups * TPB + warp % TPB, sh.n_tiles - 1);
         if (lane == 0)
-            bulk_copy_tx(stages + (u - u0) % S * SB + XB + warp * F::UNIT,
-                         W[warp / TPB] + (long long)F::UNIT * ((long long)n_sb * tile + sb), F::UNIT,
-                         bars + 8 * ((u - u0) % S));
+            bulk_copy(stages + (u - u0) % S * SB + XB + warp * F::UNIT,
+                      W[warp / TPB] + (long long)F::UNIT * ((long long)n_sb * tile + sb), F::UNIT,
+                      bars + 8 * ((u - u0) % S));
     };
-    const auto fill_x = [&](int u) {
-        if (threadIdx.x == 0) {
-            const int sb = u % n_sb, pass = u / n_sb / groups;
-            mbar_arrive_expect(bars + 8 * ((u - u0) % S), XB + MMA_WARPS * F::UNIT);
-            bulk_copy_tx(stages + (u - u0) % S * SB, gx + ((long long)pass * n_sb + sb) * GX_CHUNK, XB,
-                         bars + 8 * ((u - u0) % S));
-        }
+    const auto fill_x = [&](int u) {  // by one thread
+        const int sb = u % n_sb, pass = u / n_sb / groups;
+        bulk_copy(stages + (u - u0) % S * SB, gx + ((long long)pass * n_sb + sb) * GX_CHUNK, XB,
+                  bars + 8 * ((u - u0) % S));
     };
     for (int u = u0; u < u0 + S && u < u1; u++) fill_w(u);
     pdl_wait();
-    for (int u = u0; u < u0 + S && u < u1; u++) fill_x(u);
+    for (int u = u0; u < u0 + S && u < u1; u++)  // the condition inside: see `released`
+        if (threadIdx.x == 0) fill_x(u);
     float acc[8][4], run[8][4], T[8][4], P[2][32];  // super-block, part and tile-group sums; MMA chains
     int given0 = 0, given1 = 0;  // part sums this block gave the cut tile groups of its first and its last unit
     uint8_t* xch = mma_smem + GEMM_XCH_AT(S * SB);
@@ -257,10 +266,19 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
                 acc[j][3] = fmaf(-scales.g8.dmin, P[0][4 * j + 3], acc[j][3]);
             }
         }
-        __syncthreads();  // every warp is done with the stage (its wgmmas waited for): refill it
+        // this warp is done with the stage (its MMAs waited for, its weight words and sums read): it refills its own
+        // weight slot, and the last of the 8 warps to get here the x chunk (released[i] counts on: the next use's
+        // arrivals come only after that copy has landed)
         if (u + S < u1) {
             fill_w(u + S);
-            fill_x(u + S);
+            if (lane == 0) {
+                __threadfence_block();  // release this warp's reads of the stage; acquire the others' below
+                if (atomicAdd(&released[du % S], 1) % MMA_WARPS == MMA_WARPS - 1) {  // the 8th of this use
+                    __threadfence_block();
+                    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // then the copy engine's writes
+                    fill_x(u + S);
+                }
+            }
         }
         // acc = this super-block's sum: into its part's sum (run), then the part's sum into the group's (T)
         const int c = wk.part_of(sb), lo = wk.part_lo(c), hi = wk.part_lo(c + 1), ug = u - sb;
@@ -389,6 +407,9 @@ struct GemmSwigluStore {
         const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
         float* tiles = reinterpret_cast<float*>(xch);
         float* mine = tiles + (warp % TPB) * TILE;
+        // every warp is past the previous group's swiglu_store (which reads xch): without a block barrier per unit a
+        // warp may run up to two units ahead, and a tile group may be as short as one unit
+        __syncthreads();
         if (warp >= TPB) {
 #pragma unroll
             for (int j = 0; j < 8; j++)
