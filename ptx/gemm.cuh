@@ -134,6 +134,23 @@ __device__ __forceinline__ void slab_fold(const float* base, int n, float (&v)[8
     }
 }
 
+// A timeline probe (tests/engine/cuda/probe/gemm_trace.py builds the kernels with -DGEMM_TRACE): thread 0 of
+// each block writes the global timer at marks 0..5 of gemm_body (entry, after pdl_wait, first stage in, range
+// done, cut parts settled, cut groups settled) and, at 6, its units and which folds it did. Compiled out here.
+#ifdef GEMM_TRACE
+__device__ unsigned long long gemm_trace[1024 * 8];
+#define GEMM_MARK(i, v)                                                               \
+    do {                                                                              \
+        if (threadIdx.x == 0) {                                                       \
+            unsigned long long t_;                                                    \
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                    \
+            gemm_trace[blockIdx.x * 8 + (i)] = (i) == 6 ? (unsigned long long)(v) : t_; \
+        }                                                                             \
+    } while (0)
+#else
+#define GEMM_MARK(i, v)
+#endif
+
 // The GEMM over R matrices (1, or gate and up: warps 0..3 and 4..7 over the same rows), every warp one 16-row tile
 // of its tile group. Per unit the arithmetic of mma_warp: the super-block summed from zero; a K part's sum is its
 // super-blocks' sums added in order, the tile's sum its parts' sums added in order. A part lying wholly in the
@@ -153,6 +170,7 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
     constexpr int S = GEMM_STAGES, SB = GemmStage<F>::BYTES, XB = GemmStage<F>::X_BYTES, TPB = MMA_WARPS / R;
     extern __shared__ __align__(128) uint8_t mma_smem[];
     pdl_launch_dependents();
+    GEMM_MARK(0, 0);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = lane & 3;
     const int n_sb = sh.n_in >> 8, groups = (sh.n_tiles + TPB - 1) / TPB;
     const GemmWork wk{n_sb, groups, sh.parts, (sh.m + GEMM_TOKENS - 1) / GEMM_TOKENS * groups * n_sb, (int)gridDim.x};
@@ -191,6 +209,7 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
     };
     for (int u = u0; u < u0 + S && u < u1; u++) fill_w(u);
     pdl_wait();
+    GEMM_MARK(1, 0);
     for (int u = u0; u < u0 + S && u < u1; u++)  // the condition inside: see `released`
         if (threadIdx.x == 0) fill_x(u);
     float acc[8][4], run[8][4], T[8][4], P[2][32];  // super-block, part and tile-group sums; MMA chains
@@ -200,6 +219,7 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
         const int du = u - u0, sb = u % n_sb, group = (u / n_sb) % groups, pass = u / n_sb / groups;
         const uint64_t dx = gx_desc(stages + (du % S) * SB);  // the stage's x matrices: gx_desc_add
         mbar_wait(bars + 8 * (du % S), (du / S) & 1);
+        if (du == 0) GEMM_MARK(2, 0);
         typename F::Raw raw;
         F::template load<FromShared>(mma_smem + (du % S) * SB + XB + warp * F::UNIT, lane, raw);
         typename F::Scales scales;
@@ -305,6 +325,8 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
     // The cut parts and groups, after the range (their sums' stores have long drained: the release is quick): the
     // part holding the first unit, the one holding the last; then the first and the last tile group.
     const int r0 = u0 / n_sb, r1 = (u1 - 1) / n_sb;  // (pass, group) of the first and the last unit
+    GEMM_MARK(3, 0);
+    int folds = 0;  // (the probe's) 1: a part fold, 2: a group fold
     for (int side = 0; side < 2; side++) {
         const int u = side ? u1 - 1 : u0, sb = u % n_sb, ug = u - sb, c = wk.part_of(sb);
         const int lo = ug + wk.part_lo(c), hi = ug + wk.part_lo(c + 1);
@@ -312,9 +334,11 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
         const int slot = wk.block_of(lo);
         if (!gemm_block_arrive(counters + slot, 1, wk.block_of(hi - 1) - slot + 1)) continue;
         slab_fold(sb_sums + (long long)slot * L * GEMM_SLAB, hi - lo, run);  // the last to arrive adds them
+        folds |= 1;
         slab_store(part_sums + ((long long)wk.block_of(ug) * sh.parts + c) * GEMM_SLAB, run);
         (side && r1 != r0 ? given1 : given0)++;
     }
+    GEMM_MARK(4, 0);
     for (int side = 0; side < 2; side++) {
         const int r = side ? r1 : r0, ug = r * n_sb;
         const int given = side ? (r1 != r0 ? given1 : 0) : given0;
@@ -323,7 +347,11 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
         if (!gemm_block_arrive(counters + wk.blocks + slot, given, sh.parts)) continue;
         slab_fold(part_sums + (long long)slot * sh.parts * GEMM_SLAB, sh.parts, T);  // the last adds the parts
         store(T, xch, r % groups, r / groups * GEMM_TOKENS);
+        folds |= 2;
     }
+    GEMM_MARK(5, 0);
+    GEMM_MARK(6, (u1 - u0) | folds << 16);
+    (void)folds;
 }
 
 // The GEMM's activations: split rows [m][n_in] -> the staged chunks of gemm.cuh's layout. Grid (pass,
