@@ -134,6 +134,9 @@ __device__ __forceinline__ void slab_fold(const float* base, int n, float (&v)[8
     }
 }
 
+// Bottleneck probes (timing only, wrong sums; tests/engine/cuda/probe/gemm_bottleneck.sh): GEMM_PROBE_X_ONCE
+// streams each stage's x chunk once (later uses reuse it), GEMM_PROBE_W_ONCE likewise the weight units,
+// GEMM_PROBE_NO_SCALE applies only the last scale group. Compiled out here.
 // A timeline probe (tests/engine/cuda/probe/gemm_trace.py builds the kernels with -DGEMM_TRACE): thread 0 of
 // each block writes the global timer at marks 0..5 of gemm_body (entry, after pdl_wait, first stage in, range
 // done, cut parts settled, cut groups settled) and, at 6, its units and which folds it did. Compiled out here.
@@ -197,6 +200,10 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
     // stage (u - u0) % S <- unit u: this warp's weight unit (asked for before pdl_wait), and the pass's x chunk
     const auto fill_w = [&](int u) {
         const int sb = u % n_sb, tile = min((u / n_sb) % groups * TPB + warp % TPB, sh.n_tiles - 1);
+#ifdef GEMM_PROBE_W_ONCE
+        if (lane == 0 && u >= u0 + S) mbar_arrive(bars + 8 * ((u - u0) % S));
+        else
+#endif
         if (lane == 0)
             bulk_copy(stages + (u - u0) % S * SB + XB + warp * F::UNIT,
                       W[warp / TPB] + (long long)F::UNIT * ((long long)n_sb * tile + sb), F::UNIT,
@@ -231,6 +238,9 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
             for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
         // acc += scale * P of group q (then minus min * group sum), token tile j = tokens 8 j + 2 t (+ 1)
         const auto scale_group = [&](int q, const float(&p)[32]) {
+#ifdef GEMM_PROBE_NO_SCALE
+            if (q != F::GROUPS - 1) return;
+#endif
             float sg, mg, s8, m8;
             F::scale(raw, scales, q, sg, mg, s8, m8);
 #pragma unroll
@@ -296,7 +306,11 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
                 if (atomicAdd(&released[du % S], 1) % MMA_WARPS == MMA_WARPS - 1) {  // the 8th of this use
                     __threadfence_block();
                     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // then the copy engine's writes
+#ifdef GEMM_PROBE_X_ONCE
+                    mbar_arrive(bars + 8 * (du % S));
+#else
                     fill_x(u + S);
+#endif
                 }
             }
         }

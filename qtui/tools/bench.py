@@ -167,13 +167,15 @@ def prefill_rung(engine: Any, n: int, rng: np.random.Generator) -> dict[str, flo
     return {"prompt_tokens": n, "ttft_ms": 1e3 * ttft, "prefill_tok_s": n / ttft}
 
 
-def mixed_rung(engine: Any, c: int, long_prompt: int, steps: int, rng: np.random.Generator) -> dict[str, float]:
+def mixed_rung(
+    engine: Any, c: int, long_prompt: int, steps: int, rng: np.random.Generator, chunk: int = 0
+) -> dict[str, float]:
     """Decode latency of c running slots while a long prompt is admitted in pieces between their steps (what the
-    scheduler does: pieces of the engine's mixed prefill chunk): each running slot's inter-token time is a decode
-    step plus one piece."""
+    scheduler does: pieces of `chunk` tokens, default the engine's mixed prefill chunk): each running slot's
+    inter-token time is a decode step plus one piece."""
     described = engine.describe()
     n_vocab = engine.config.n_vocab
-    chunk = int(described.get("mixed_prefill_chunk") or described.get("prefill_chunk", 1))
+    chunk = chunk or int(described.get("mixed_prefill_chunk") or described.get("prefill_chunk", 1))
     slots = [engine.alloc_slot() for _ in range(c)]
     toks = [engine.prefill(s, _prompt(rng, n_vocab, 16)) for s in slots]
     for _ in range(4):
