@@ -22,14 +22,6 @@
 
 #define GEMM_TOKENS 64  // tokens per pass (kernels.py GEMM_TOKENS)
 #define GEMM_STAGES 2   // super-blocks in flight
-// Two knobs for the overlap of the scale groups' MMA chains with their FMAs (PERF.md, "What bounds the 64-token
-// GEMM"); the committed PTX is built with the defaults. Try: nvcc ... -DGEMM_PIPE=3 [-DGEMM_LAZY_RAW=1].
-#ifndef GEMM_LAZY_RAW
-#define GEMM_LAZY_RAW 0  // 1: a unit's weight words read from shared memory per scale group (see raw_at)
-#endif
-#ifndef GEMM_PIPE
-#define GEMM_PIPE 2  // scale groups' MMA chains in flight (2 or 3: one more 32-float P buffer)
-#endif
 // The staged activations of one 64-token pass and one super-block (gemm_stage_x), GX_CHUNK bytes:
 //   [0, 32 GX_MAT)       the x matrices: slice s, term (0 lo, 1 hi) at GX_MAT (2 s + term);
 //   [GX_MIN, +3 GX_MAT)  the B of the min product (lo, mid, hi terms of the 8 group sums; k 8..15 zero);
@@ -227,7 +219,7 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
     GEMM_MARK(1, 0);
     for (int u = u0; u < u0 + S && u < u1; u++)  // the condition inside: see `released`
         if (threadIdx.x == 0) fill_x(u);
-    float acc[8][4], run[8][4], T[8][4], P[GEMM_PIPE][32];  // super-block, part and tile-group sums; MMA chains
+    float acc[8][4], run[8][4], T[8][4], P[2][32];  // super-block, part and tile-group sums; MMA chains
     int given0 = 0, given1 = 0;  // part sums this block gave the cut tile groups of its first and its last unit
     uint8_t* xch = mma_smem + GEMM_XCH_AT(S * SB);
     for (int u = u0; u < u1; u++) {
@@ -235,20 +227,10 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
         const uint64_t dx = gx_desc(stages + (du % S) * SB);  // the stage's x matrices: gx_desc_add
         mbar_wait(bars + 8 * (du % S), (du / S) & 1);
         if (du == 0) GEMM_MARK(2, 0);
-        const uint8_t* unit = mma_smem + (du % S) * SB + XB + warp * F::UNIT;
         typename F::Raw raw;
-        F::template load<FromShared>(unit, lane, raw);
+        F::template load<FromShared>(mma_smem + (du % S) * SB + XB + warp * F::UNIT, lane, raw);
         typename F::Scales scales;
         F::unpack(raw, scales);
-#if GEMM_LAZY_RAW  // the unit's words read again where each group uses them (fewer registers held)
-        const auto raw_at = [&]() {
-            typename F::Raw r;
-            F::template load<FromShared>(unit, lane, r);
-            return r;
-        };
-#else
-        const auto raw_at = [&]() -> const typename F::Raw& { return raw; };
-#endif
         const float* sums = reinterpret_cast<const float*>(mma_smem + (du % S) * SB + GX_SUM);
 #pragma unroll
         for (int j = 0; j < 8; j++)
@@ -260,7 +242,7 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
             if (q != F::GROUPS - 1) return;
 #endif
             float sg, mg, s8, m8;
-            F::scale(raw_at(), scales, q, sg, mg, s8, m8);
+            F::scale(raw, scales, q, sg, mg, s8, m8);
 #pragma unroll
             for (int j = 0; j < 8; j++) {
                 acc[j][0] = fmaf(sg, p[4 * j + 0], acc[j][0]);
@@ -281,27 +263,23 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
         for (int grp = 0; grp < F::GROUPS; grp++) {
             uint32_t a[F::SPG][4];
 #pragma unroll
-            for (int si = 0; si < F::SPG; si++) F::frag(raw_at(), grp * F::SPG + si, a[si]);
+            for (int si = 0; si < F::SPG; si++) F::frag(raw, grp * F::SPG + si, a[si]);
             wgmma_fence();  // a[] was written by ordinary instructions
 #pragma unroll
             for (int si = 0; si < F::SPG; si++) {
                 const int s = grp * F::SPG + si;
-                if (si == 0) wgmma64<0>(P[grp % GEMM_PIPE], a[si], gx_desc_add(dx, GX_MAT * (2 * s)));  // lo first
-                else wgmma64<1>(P[grp % GEMM_PIPE], a[si], gx_desc_add(dx, GX_MAT * (2 * s)));
-                wgmma64<1>(P[grp % GEMM_PIPE], a[si], gx_desc_add(dx, GX_MAT * (2 * s + 1)));
+                if (si == 0) wgmma64<0>(P[grp & 1], a[si], gx_desc_add(dx, GX_MAT * (2 * s)));  // lo first
+                else wgmma64<1>(P[grp & 1], a[si], gx_desc_add(dx, GX_MAT * (2 * s)));
+                wgmma64<1>(P[grp & 1], a[si], gx_desc_add(dx, GX_MAT * (2 * s + 1)));
             }
             wgmma_commit();
-            if (grp >= GEMM_PIPE - 1) {
-                wgmma_wait<GEMM_PIPE - 1>();  // group grp - PIPE + 1's chain is done; the later ones run on
-                scale_group(grp - GEMM_PIPE + 1, P[(grp - GEMM_PIPE + 1) % GEMM_PIPE]);
+            if (grp > 0) {
+                wgmma_wait<1>();  // group grp - 1's chain is done; grp's runs on
+                scale_group(grp - 1, P[(grp - 1) & 1]);
             }
         }
-        if constexpr (GEMM_PIPE > 2) {
-            wgmma_wait<1>();
-            scale_group(F::GROUPS - 2, P[(F::GROUPS - 2) % GEMM_PIPE]);
-        }
         wgmma_wait<0>();
-        scale_group(F::GROUPS - 1, P[(F::GROUPS - 1) % GEMM_PIPE]);
+        scale_group(F::GROUPS - 1, P[(F::GROUPS - 1) & 1]);
         if constexpr (MIN_BY_MMA) {  // min_by_mma: acc -= dmin * (mins . group sums), three k16 steps
             const uint32_t a[4] = {k_min_pair(scales.g, t), k_min_pair(scales.g8, t), 0u, 0u};
             wgmma_fence();
