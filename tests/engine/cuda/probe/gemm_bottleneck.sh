@@ -13,9 +13,9 @@ for v in base x-once w-once no-scale; do
     > "$OUT/bottleneck-$v.txt" 2>&1 || { echo "# $v failed"; tail -5 "$OUT/bottleneck-$v.txt"; }
 done
 python3 - "$OUT" <<'PY'
-import json, sys
+import json, os, sys
 out = sys.argv[1]
-vs = ["base", "x-once", "w-once", "no-scale"]
+vs = [v for v in ("base", "x-once", "w-once", "no-scale") if os.path.exists(f"{out}/bottleneck-{v}.json")]
 tabs = {v: {(r["matrix"], r["m"]): r["us"] for r in json.load(open(f"{out}/bottleneck-{v}.json"))["rows"]} for v in vs}
 print(f"{'matrix':20} {'m':>4} " + " ".join(f"{v:>9}" for v in vs) + "   (us per launch, stager included)")
 for key in tabs["base"]:
