@@ -2,8 +2,8 @@
 sha256, and the memory the weights plus per-slot state pools need for a given --max-slots / --max-context
 (default 64 slots: what `qtui serve --engine cuda` holds).
 
-The byte counting (`weight_bytes`, `weight_bytes_per_token`, `cache_bytes`) is reused by the benchmark to
-turn tok/s into % of the memory-bandwidth floor.
+The byte counting (`weight_bytes`, `weight_bytes_per_token`, `step_bytes`, `cache_bytes`) is reused by the
+benchmark to turn tok/s into % of the memory-bandwidth floor.
 """
 
 from __future__ import annotations
@@ -33,6 +33,18 @@ def weight_bytes_per_token(model: GGUFModel) -> int:
     row = embd.n_bytes // embd.shape[0]
     head = embd.n_bytes if model.config.tied_embeddings else 0  # untied: output.weight is in weight_bytes
     return weight_bytes(model) - embd.n_bytes + row + head
+
+
+def step_bytes(model: GGUFModel, rows: int, context: int) -> int:
+    """Bytes one decode step of `rows` slots moves at the least, each slot `context` tokens deep: the weights once
+    (one embedding row per slot), every slot's recurrent state read and written back (float32 conv + delta-rule
+    state of every GDN layer), its K and V read over `context` tokens and the new token's written."""
+    cfg = model.config
+    embd = model.tensors["token_embd.weight"]
+    weights = weight_bytes_per_token(model) + (rows - 1) * (embd.n_bytes // embd.shape[0])
+    state = 2 * cfg.recurrent_floats() * FLOAT32_BYTES
+    kv = cfg.kv_floats_per_token() * FLOAT32_BYTES * (context + 1)
+    return weights + rows * (state + kv)
 
 
 def cache_bytes(model: GGUFModel, max_slots: int, max_context: int) -> dict[str, int]:

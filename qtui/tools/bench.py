@@ -6,6 +6,10 @@ prefill TTFT, and the decode latency of running slots while a long prompt is adm
                     2 GiB with 16-byte loads; the copy bandwidth, read + write, is printed beside it)
                     / weight bytes read per decode token (qtui.model.info.weight_bytes_per_token)
 
+Each ladder rung's "% floor" holds its step time against the bytes a step of c slots must move at the least
+(qtui.model.info.step_bytes: the weights once, every slot's recurrent state read and written, its K and V read) at
+the same bandwidth: a rung far below it is bound by something other than memory (at large c, the tensor cores).
+
 Timing claims live here, not in tests. Numbers are wall-clock around whole engine calls (what a client sees),
 after warm-up (graph capture and module JIT happen in the warm-up).
 """
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -112,6 +117,9 @@ def _prompt(rng: np.random.Generator, n_vocab: int, n: int) -> list[int]:
     return cast(list[int], rng.integers(0, n_vocab, n).tolist())  # tolist() of int64: Python ints
 
 
+LADDER_PROMPT = 16  # tokens of each running slot's prompt (ladder and mixed rungs)
+
+
 def ladder_rung(
     engine: Any,
     c: int,
@@ -125,7 +133,7 @@ def ladder_rung(
 
     n_vocab = engine.config.n_vocab
     slots = [engine.alloc_slot() for _ in range(c)]
-    toks = [engine.prefill(s, _prompt(rng, n_vocab, 16)) for s in slots]
+    toks = [engine.prefill(s, _prompt(rng, n_vocab, LADDER_PROMPT)) for s in slots]
     sampling = [SamplingParams(temperature=0.8, top_p=0.95, seed=i) for i in range(c)] if sampled else None
 
     def step(toks: list[int]) -> list[int]:
@@ -177,7 +185,7 @@ def mixed_rung(
     n_vocab = engine.config.n_vocab
     chunk = chunk or int(described.get("mixed_prefill_chunk") or described.get("prefill_chunk", 1))
     slots = [engine.alloc_slot() for _ in range(c)]
-    toks = [engine.prefill(s, _prompt(rng, n_vocab, 16)) for s in slots]
+    toks = [engine.prefill(s, _prompt(rng, n_vocab, LADDER_PROMPT)) for s in slots]
     for _ in range(4):
         toks = engine.decode(slots, toks)
     t0 = time.perf_counter()
@@ -248,7 +256,7 @@ def profile_step(engine: CudaEngine, m: int, reps: int = 5, prefill: bool = Fals
 def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     from qtui.engine.load import load_engine
     from qtui.model.gguf_file import GGUFModel
-    from qtui.model.info import weight_bytes_per_token
+    from qtui.model.info import step_bytes, weight_bytes_per_token
 
     model = GGUFModel.open(args.model)
     rungs = [int(c) for c in args.ladder.split(",")]
@@ -262,6 +270,9 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     per_token = weight_bytes_per_token(model)
     floor_tok_s = read_bw / per_token
     ladder = [ladder_rung(engine, c, args.steps, rng) for c in rungs]
+    for row in ladder:  # the rung's memory floor, at its mean context (the prompts, 4 warm-up steps, half the run)
+        row["floor_step_ms"] = 1e3 * step_bytes(model, int(row["c"]), LADDER_PROMPT + 4 + args.steps // 2) / read_bw
+        row["pct_of_floor"] = 100 * row["floor_step_ms"] / row["step_ms"]
     single = ladder[0] if rungs[0] == 1 else ladder_rung(engine, 1, args.steps, rng)
     prefill = prefill_rung(engine, args.prompt_len, rng)
     mixed = mixed_rung(engine, max(rungs), long_prompt, args.steps, rng) if long_prompt > 0 else None
@@ -305,13 +316,16 @@ def format_table(r: dict[str, Any]) -> str:
         f"bandwidth floor (read)              {r['floor_tok_s']:8.1f} tok/s",
         f"single-stream decode                {r['decode_tok_s']:8.1f} tok/s  ({r['pct_of_floor']:.1f}% of floor)",
         "",
-        f"{'c':>3} {'aggregate tok/s':>16} {'per-request tok/s':>18} {'step ms':>9} {'host us/step':>13} {'x c=1':>6}",
+        f"{'c':>3} {'aggregate tok/s':>16} {'per-request tok/s':>18} {'step ms':>9} {'host us/step':>13} {'x c=1':>6}"
+        f" {'% floor':>8}",
     ]
     base = r["ladder"][0]["aggregate_tok_s"]
     for row in r["ladder"]:
+        pct = row.get("pct_of_floor", float("nan"))  # (absent from results written before it existed)
         lines.append(
             f"{row['c']:>3} {row['aggregate_tok_s']:16.1f} {row['per_request_tok_s']:18.1f} "
             f"{row['step_ms']:9.3f} {row['host_us_per_step']:13.1f} {row['aggregate_tok_s'] / base:6.2f}"
+            + (f" {pct:7.1f}%" if math.isfinite(pct) else f" {'-':>8}")
         )
     p = r["prefill"]
     lines += ["", f"prefill {p['prompt_tokens']} tokens: TTFT {p['ttft_ms']:.1f} ms, {p['prefill_tok_s']:.1f} tok/s"]

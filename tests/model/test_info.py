@@ -64,3 +64,25 @@ def test_head_bytes_tied_and_untied(make_model) -> None:
         assert info.weight_bytes_per_token(untied) == info.weight_bytes(untied) - embd.n_bytes + row
         t_embd = tied.tensors["token_embd.weight"]
         assert info.weight_bytes_per_token(tied) == info.weight_bytes(tied) + t_embd.n_bytes // t_embd.shape[0]
+
+
+def test_step_bytes_counts_the_weights_once_and_each_slots_state_and_kv(make_model) -> None:
+    """The floor of a c-slot decode step, counted here from the tensors' shapes: per GDN layer the conv state
+    (d_conv - 1 columns of every conv channel) and H_v delta-rule states of d_v x d_v (d_k = d_v), read and
+    written; per attention layer K and V rows of the context read and the new token's written; float32 all."""
+    with GGUFModel.open(make_model("tiny", "q4_k_m")) as m:
+        t = m.tensors
+        state = kv = 0
+        for i in range(len(m.config.recurrent)):
+            if f"blk.{i}.ssm_a" in t:
+                conv_dim, d_conv = t[f"blk.{i}.ssm_conv1d.weight"].shape
+                d_v = t[f"blk.{i}.ssm_norm.weight"].shape[0]
+                state += (d_conv - 1) * conv_dim + t[f"blk.{i}.ssm_a"].shape[0] * d_v * d_v
+            else:
+                kv += 2 * t[f"blk.{i}.attn_k.weight"].shape[0]
+        assert state > 0 and kv > 0
+        embd = t["token_embd.weight"]
+        row = embd.n_bytes // embd.shape[0]
+        for rows, context in ((1, 0), (64, 100)):
+            want = info.weight_bytes_per_token(m) + (rows - 1) * row + rows * 4 * (2 * state + kv * (context + 1))
+            assert info.step_bytes(m, rows, context) == want

@@ -1,0 +1,31 @@
+"""`qtui bench`'s table: each ladder rung against its memory floor (qtui.model.info.step_bytes at the measured
+read bandwidth), '-' where there is no floor (the CPU engine measures no bandwidth)."""
+
+from __future__ import annotations
+
+from qtui.tools import bench
+
+
+def test_each_rung_shows_its_share_of_the_memory_floor():
+    rung = {"per_request_tok_s": 100.0, "host_us_per_step": 50.0}
+    result = {
+        "model": "/tmp/4b.gguf",
+        "engine": {"device": "NVIDIA H200"},
+        "read_bandwidth_B_s": 4.5e12,
+        "copy_bandwidth_B_s": 4.2e12,
+        "weight_bytes_per_token": 2.7e9,
+        "floor_tok_s": 1666.0,
+        "decode_tok_s": 800.0,
+        "pct_of_floor": 48.0,
+        "ladder": [
+            {**rung, "c": 1, "aggregate_tok_s": 800.0, "step_ms": 1.25, "floor_step_ms": 0.6, "pct_of_floor": 48.0},
+            {**rung, "c": 64, "aggregate_tok_s": 6400.0, "step_ms": 10.0, "floor_step_ms": 1.3, "pct_of_floor": 13.0},
+            {**rung, "c": 4, "aggregate_tok_s": 3000.0, "step_ms": 1.3, "pct_of_floor": float("nan")},
+        ],
+        "prefill": {"prompt_tokens": 512, "ttft_ms": 41.0, "prefill_tok_s": 12400.0},
+    }
+    lines = bench.format_table(result).splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.split()[:1] == ["c"])
+    assert lines[head].split()[-2:] == ["%", "floor"]
+    cells = {int(ln.split()[0]): ln.split()[-1] for ln in lines[head + 1 : head + 4]}
+    assert cells == {1: "48.0%", 64: "13.0%", 4: "-"}
