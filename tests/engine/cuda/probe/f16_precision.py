@@ -1,5 +1,5 @@
 """Precision of the split formats in numpy (ptx/PERF.md "One scale per super-block"): main's bf16 hi + lo split,
-the fp16 2^8 hi + 2^-4 lo split of branch f16-split, and Q6_K with its q * sc products only rounded to fp16.
+the fp16 2^4 hi + 2^-8 lo split of branch f16-split, and Q6_K with its q * sc products only rounded to fp16.
 Relative error of x @ W^T against float64 with x exact. CPU only, not a test.
 
     python3 tests/engine/cuda/probe/f16_precision.py
@@ -15,10 +15,11 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 
 
-def fp16_split(x: np.ndarray) -> np.ndarray:
-    hi = (x.astype(np.float32) * np.float32(2**-8)).astype(np.float16)
-    lo = ((x.astype(np.float64) - hi.astype(np.float64) * 256) * 16).astype(np.float16)
-    return hi.astype(np.float64) * 256 + lo.astype(np.float64) / 16
+def fp16_split(x: np.ndarray, hi_scale: float = 2.0**-4, lo_scale: float = 2.0**8) -> np.ndarray:
+    """x as 2^a hi + 2^-b lo, hi = rn(x / 2^a), lo = rn((x - 2^a hi) 2^b) (branch f16-split: a = 4, b = 8)."""
+    hi = (x.astype(np.float32) * np.float32(hi_scale)).astype(np.float16)
+    lo = ((x.astype(np.float64) - hi.astype(np.float64) / hi_scale) * lo_scale).astype(np.float16)
+    return hi.astype(np.float64) / hi_scale + lo.astype(np.float64) / lo_scale
 
 
 def main() -> int:
