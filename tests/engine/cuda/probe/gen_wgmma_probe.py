@@ -1,5 +1,6 @@
 """Generate and compile wgmma_probe.cu -> wgmma_probe.ptx (sm_90a): does one wgmma k16 step give the same bits
-as one mma.sync m16n8k16 step, element for element (A from registers, B from shared memory)?"""
+as one mma.sync m16n8k16 step, element for element (A from registers, B from shared memory)? For bf16 operands
+(kernels sync_n8 ... wg_n64) and fp16 ones (sync_f16_n8 ... wg_f16_n64: branch f16-split's arithmetic)."""
 
 import subprocess
 from pathlib import Path
@@ -7,15 +8,15 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def wg(n: int) -> str:
+def wg(n: int, t: str) -> str:
     regs = n // 2  # floats of D per thread: 64 x n / 128
     d = ",".join(f"%{i}" for i in range(regs))
     a = ",".join(f"%{regs + i}" for i in range(4))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
     return f"""
-__device__ __forceinline__ void wgmma_n{n}(float (&d)[{regs}], const uint32_t a[4], uint64_t desc, int scale_d) {{
+__device__ __forceinline__ void wgmma_{t}_n{n}(float (&d)[{regs}], const uint32_t a[4], uint64_t desc, int scale_d) {{
     asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 5}, 0;\\n"
-                 "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 {{{d}}}, {{{a}}}, %{regs + 4}, p, 1, 1, 0;\\n}}"
+                 "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{d}}}, {{{a}}}, %{regs + 4}, p, 1, 1, 0;\\n}}"
                  : {outs}
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
 }}
@@ -24,11 +25,18 @@ __device__ __forceinline__ void wgmma_n{n}(float (&d)[{regs}], const uint32_t a[
 
 SRC = r"""
 #include <stdint.h>
-__device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+template <bool F16>
+__device__ __forceinline__ void mma_sync(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    if (F16)
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 __device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
 // A: [CH][64 rows][16 k] bf16 (uint16), B: [CH][N tok][16 k] bf16; out [64][N] floats. One block per problem.
@@ -40,7 +48,7 @@ __device__ __forceinline__ void a_frag(const uint16_t* A, int row0, int lane, ui
     a[2] = at(g, 2 * t + 8) | (at(g, 2 * t + 9) << 16);
     a[3] = at(g + 8, 2 * t + 8) | (at(g + 8, 2 * t + 9) << 16);
 }
-template <int N>
+template <int N, bool F16>
 __device__ void sync_body(const uint16_t* A, const uint16_t* B, float* out, int CH) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     for (int nt = 0; nt < N / 8; nt++) {
@@ -51,26 +59,29 @@ __device__ void sync_body(const uint16_t* A, const uint16_t* B, float* out, int 
             const uint16_t* b = B + (c * N + 8 * nt + g) * 16;
             const uint32_t b0 = b[2 * t] | ((uint32_t)b[2 * t + 1] << 16);
             const uint32_t b1 = b[2 * t + 8] | ((uint32_t)b[2 * t + 9] << 16);
-            mma_bf16(P, a, b0, b1);
+            mma_sync<F16>(P, a, b0, b1);
         }
         for (int i = 0; i < 4; i++) out[(16 * w + g + 8 * (i >> 1)) * N + 8 * nt + 2 * t + (i & 1)] = P[i];
     }
 }
-extern "C" __global__ void sync_n8(const uint16_t* A, const uint16_t* B, float* out, int CH) {
-    const long long p = blockIdx.x;
-    sync_body<8>(A + p * CH * 64 * 16, B + p * CH * 8 * 16, out + p * 64 * 8, CH);
-}
-extern "C" __global__ void sync_n64(const uint16_t* A, const uint16_t* B, float* out, int CH) {
-    const long long p = blockIdx.x;
-    sync_body<64>(A + p * CH * 64 * 16, B + p * CH * 64 * 16, out + p * 64 * 64, CH);
-}
+#define SYNC_KERNELS(NAME, F16)                                                                               \
+    extern "C" __global__ void NAME##_n8(const uint16_t* A, const uint16_t* B, float* out, int CH) {           \
+        const long long p = blockIdx.x;                                                                        \
+        sync_body<8, F16>(A + p * CH * 64 * 16, B + p * CH * 8 * 16, out + p * 64 * 8, CH);                    \
+    }                                                                                                          \
+    extern "C" __global__ void NAME##_n64(const uint16_t* A, const uint16_t* B, float* out, int CH) {          \
+        const long long p = blockIdx.x;                                                                        \
+        sync_body<64, F16>(A + p * CH * 64 * 16, B + p * CH * 64 * 16, out + p * 64 * 64, CH);                 \
+    }
+SYNC_KERNELS(sync, false)
+SYNC_KERNELS(sync_f16, true)
 // smem B of one chunk: token n, k half h at h * LBO + (n / 8) * SBO + (n % 8) * 16 (no swizzle, K-major).
 __device__ __forceinline__ uint64_t desc_of(uint32_t addr, uint32_t lbo, uint32_t sbo) {
     return (uint64_t)((addr >> 4) & 0x3FFF) | ((uint64_t)((lbo >> 4) & 0x3FFF) << 16) |
            ((uint64_t)((sbo >> 4) & 0x3FFF) << 32);
 }
 WGMMA_FUNCS
-template <int N>
+template <int N, bool F16>
 __device__ void wg_body(const uint16_t* A, const uint16_t* B, float* out, int CH, int swap) {
     __shared__ __align__(128) uint16_t sB[8][64 * 16];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
@@ -88,26 +99,32 @@ __device__ void wg_body(const uint16_t* A, const uint16_t* B, float* out, int CH
         uint32_t a[4];
         a_frag(A + c * 64 * 16, 16 * w, lane, a);
         const uint64_t desc = swap ? desc_of(smem_u32(sB[c]), SBO, LBO) : desc_of(smem_u32(sB[c]), LBO, SBO);
-        if (N == 8) wgmma_n8(*reinterpret_cast<float(*)[4]>(d), a, desc, c > 0);
-        else wgmma_n64(*reinterpret_cast<float(*)[32]>(d), a, desc, c > 0);
+        if (N == 8 && F16) wgmma_f16_n8(*reinterpret_cast<float(*)[4]>(d), a, desc, c > 0);
+        else if (N == 8) wgmma_bf16_n8(*reinterpret_cast<float(*)[4]>(d), a, desc, c > 0);
+        else if (F16) wgmma_f16_n64(*reinterpret_cast<float(*)[32]>(d), a, desc, c > 0);
+        else wgmma_bf16_n64(*reinterpret_cast<float(*)[32]>(d), a, desc, c > 0);
     }
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
     for (int j = 0; j < N / 8; j++)
         for (int i = 0; i < 4; i++) out[(16 * w + g + 8 * (i >> 1)) * N + 8 * j + 2 * t + (i & 1)] = d[4 * j + i];
 }
-extern "C" __global__ void wg_n8(const uint16_t* A, const uint16_t* B, float* out, int CH, int swap) {
-    const long long p = blockIdx.x;
-    wg_body<8>(A + p * CH * 64 * 16, B + p * CH * 8 * 16, out + p * 64 * 8, CH, swap);
-}
-extern "C" __global__ void wg_n64(const uint16_t* A, const uint16_t* B, float* out, int CH, int swap) {
-    const long long p = blockIdx.x;
-    wg_body<64>(A + p * CH * 64 * 16, B + p * CH * 64 * 16, out + p * 64 * 64, CH, swap);
-}
+#define WG_KERNELS(NAME, F16)                                                                                 \
+    extern "C" __global__ void NAME##_n8(const uint16_t* A, const uint16_t* B, float* out, int CH, int swap) {  \
+        const long long p = blockIdx.x;                                                                        \
+        wg_body<8, F16>(A + p * CH * 64 * 16, B + p * CH * 8 * 16, out + p * 64 * 8, CH, swap);                \
+    }                                                                                                          \
+    extern "C" __global__ void NAME##_n64(const uint16_t* A, const uint16_t* B, float* out, int CH, int swap) { \
+        const long long p = blockIdx.x;                                                                        \
+        wg_body<64, F16>(A + p * CH * 64 * 16, B + p * CH * 64 * 16, out + p * 64 * 64, CH, swap);             \
+    }
+WG_KERNELS(wg, false)
+WG_KERNELS(wg_f16, true)
 """
 
 if __name__ == "__main__":
-    (HERE / "wgmma_probe.cu").write_text(SRC.replace("WGMMA_FUNCS", wg(8) + wg(64)))
+    funcs = "".join(wg(n, t) for t in ("bf16", "f16") for n in (8, 64))
+    (HERE / "wgmma_probe.cu").write_text(SRC.replace("WGMMA_FUNCS", funcs))
     subprocess.run(
         [
             "nvcc",
