@@ -26,13 +26,18 @@ def weight_bytes(model: GGUFModel) -> int:
     return sum(model.tensors[name].n_bytes for name in expected_tensors(model.config))
 
 
+def embedding_row_bytes(model: GGUFModel) -> int:
+    """Stored bytes of one token_embd row (what the embedding lookup reads per token)."""
+    embd = model.tensors["token_embd.weight"]
+    return embd.n_bytes // embd.shape[0]
+
+
 def weight_bytes_per_token(model: GGUFModel) -> int:
     """Weight bytes one decode step reads per token: every weight once, one row of token_embd for the
     embedding lookup, and the head in full (token_embd again when tied, else output.weight)."""
     embd = model.tensors["token_embd.weight"]
-    row = embd.n_bytes // embd.shape[0]
     head = embd.n_bytes if model.config.tied_embeddings else 0  # untied: output.weight is in weight_bytes
-    return weight_bytes(model) - embd.n_bytes + row + head
+    return weight_bytes(model) - embd.n_bytes + embedding_row_bytes(model) + head
 
 
 def step_bytes(model: GGUFModel, rows: int, context: int) -> int:
@@ -40,8 +45,7 @@ def step_bytes(model: GGUFModel, rows: int, context: int) -> int:
     (one embedding row per slot), every slot's recurrent state read and written back (float32 conv + delta-rule
     state of every GDN layer), its K and V read over `context` tokens and the new token's written."""
     cfg = model.config
-    embd = model.tensors["token_embd.weight"]
-    weights = weight_bytes_per_token(model) + (rows - 1) * (embd.n_bytes // embd.shape[0])
+    weights = weight_bytes_per_token(model) + (rows - 1) * embedding_row_bytes(model)
     state = 2 * cfg.recurrent_floats() * FLOAT32_BYTES
     kv = cfg.kv_floats_per_token() * FLOAT32_BYTES * (context + 1)
     return weights + rows * (state + kv)

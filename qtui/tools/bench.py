@@ -118,6 +118,7 @@ def _prompt(rng: np.random.Generator, n_vocab: int, n: int) -> list[int]:
 
 
 LADDER_PROMPT = 16  # tokens of each running slot's prompt (ladder and mixed rungs)
+LADDER_WARMUP = 4  # untimed decode steps before a rung's timed ones (graph capture for m = c)
 
 
 def ladder_rung(
@@ -140,7 +141,7 @@ def ladder_rung(
         out: list[int] = engine.decode(slots, toks, sampling) if sampled else engine.decode(slots, toks)
         return out
 
-    for _ in range(4):  # warm-up: graph capture for m = c
+    for _ in range(LADDER_WARMUP):
         toks = step(toks)
     host = []
     t0 = time.perf_counter()
@@ -186,7 +187,7 @@ def mixed_rung(
     chunk = chunk or int(described.get("mixed_prefill_chunk") or described.get("prefill_chunk", 1))
     slots = [engine.alloc_slot() for _ in range(c)]
     toks = [engine.prefill(s, _prompt(rng, n_vocab, LADDER_PROMPT)) for s in slots]
-    for _ in range(4):
+    for _ in range(LADDER_WARMUP):
         toks = engine.decode(slots, toks)
     t0 = time.perf_counter()
     for _ in range(steps):
@@ -270,8 +271,9 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     per_token = weight_bytes_per_token(model)
     floor_tok_s = read_bw / per_token
     ladder = [ladder_rung(engine, c, args.steps, rng) for c in rungs]
-    for row in ladder:  # the rung's memory floor, at its mean context (the prompts, 4 warm-up steps, half the run)
-        row["floor_step_ms"] = 1e3 * step_bytes(model, int(row["c"]), LADDER_PROMPT + 4 + args.steps // 2) / read_bw
+    context = LADDER_PROMPT + LADDER_WARMUP + args.steps // 2  # a rung's mean context over its timed steps
+    for row in ladder:  # the rung's memory floor
+        row["floor_step_ms"] = 1e3 * step_bytes(model, int(row["c"]), context) / read_bw
         row["pct_of_floor"] = 100 * row["floor_step_ms"] / row["step_ms"]
     single = ladder[0] if rungs[0] == 1 else ladder_rung(engine, 1, args.steps, rng)
     prefill = prefill_rung(engine, args.prompt_len, rng)
