@@ -3,6 +3,8 @@
 #pragma once
 #include <stdint.h>
 
+#include "isa.cuh"
+
 // Programmatic Dependent Launch (sm_90). Every step kernel is launched with the programmatic-stream-
 // serialization attribute, so it may start while the kernel before it drains. Contract for every kernel:
 //   * pdl_launch_dependents() early: the NEXT kernel may then be scheduled on free SMs;
@@ -10,9 +12,7 @@
 //     (it returns once the previous grid has completed and its writes are visible; since every kernel waits
 //     before it completes, that covers all earlier kernels too). Only reads of data no kernel writes (the
 //     weights) may come before it: that is how a GEMV gets its first weights in flight across the boundary.
-// Launched without the attribute, both are no-ops.
-__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
-__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+// Launched without the attribute, both are no-ops (isa.cuh).
 // In a kernel that reads anything before pdl_wait, a read after it of what an earlier kernel wrote must not be a
 // non-coherent load: ptxas moves ld.global.nc (what a `const T* __restrict__` read compiles to) above the wait
 // (seen in conv_step_silu's SASS: the x loads ahead of ACQBULK, and replies changed with the slot's history).
@@ -25,42 +25,12 @@ __device__ __forceinline__ void pdl_enter() {
     pdl_wait();
 }
 
-// Bulk copies (cp.async.bulk, the TMA engine) into shared memory, completing on an mbarrier.
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void mbar_init(uint32_t bar) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
-}
-// After a thread's mbar_inits: makes them visible to the bulk copies (the async proxy) and, after a barrier, the block.
-__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
-// An mbarrier expecting `count` arrivals per phase (mbar_init: one).
-__device__ __forceinline__ void mbar_init_count(uint32_t bar, uint32_t count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-// One arrival (release: this thread's earlier reads of what the barrier guards are done).
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_expect(uint32_t bar, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-// A bulk copy counted on bar's transaction count only (the phase's one arrival is an mbar_arrive_expect).
-__device__ __forceinline__ void bulk_copy_tx(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-                 "l"(src), "r"(bytes), "r"(bar)
-                 : "memory");
-}
+// Bulk copies (cp.async.bulk, the TMA engine, isa.cuh) into shared memory, completing on an mbarrier.
 // bytes (a multiple of 16, both addresses 16-byte aligned) from global to shared, completing on mbarrier bar
 // (its one arrival per phase, expecting these bytes).
 __device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
     mbar_arrive_expect(bar, bytes);
     bulk_copy_tx(dst, src, bytes, bar);
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-    asm volatile(
-        "{\n\t.reg .pred done;\n\tWAIT:\n\tmbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
-        "@!done bra WAIT;\n\t}" ::"r"(bar),
-        "r"(parity)
-        : "memory");
 }
 
 __device__ __forceinline__ float warp_sum(float v) {

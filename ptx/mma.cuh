@@ -45,43 +45,14 @@
 #define MMA_MIN_BLOCKS(NT) 2
 #endif
 
-__device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Weights stream once: skip L1 (x lives there), ask L2 for whole 256-byte sectors.
-__device__ __forceinline__ uint4 ld_stream(const uint8_t* p) {
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
-
 __device__ __forceinline__ uint32_t word_of(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 __device__ __forceinline__ float f16_lo(uint32_t u) { return __half2float(__ushort_as_half((unsigned short)(u & 0xFFFF))); }
 __device__ __forceinline__ float f16_hi(uint32_t u) { return __half2float(__ushort_as_half((unsigned short)(u >> 16))); }
 // Small non-negative integer (< 2^23) to float exactly, on the full-rate pipes.
 __device__ __forceinline__ float small_float(uint32_t v) { return __uint_as_float(0x4B000000u | v) - 8388608.0f; }
 
-// (a & mask) | c in ONE lop3 (mask immediate, c in a register): ptxas otherwise emits an AND and an OR.
-template <uint32_t MASK>
-__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t c) {
-    uint32_t r;
-    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(a), "n"(MASK), "r"(c));
-    return r;
-}
 // w shifted so that bit P lands on bit 4 (P a compile-time constant after unrolling).
 __device__ __forceinline__ uint32_t to_bit4(uint32_t w, int p) { return p >= 4 ? w >> (p - 4) : w << (4 - p); }
-// bf16x2 (128 + v0, 128 + v1) minus bias: exact small integers.
-__device__ __forceinline__ uint32_t bf16_sub(uint32_t biased, uint32_t bias2) {
-    uint32_t r;
-    asm("sub.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(biased), "r"(bias2));
-    return r;
-}
 // Two small non-negative integers at bits [0,7) and [16,23) -> bf16x2 of (v - bias): (0x4300 | v) = 128 + v.
 __device__ __forceinline__ uint32_t bf16_ints(uint32_t v02, uint32_t bias2) { return bf16_sub(v02 | 0x43004300u, bias2); }
 #define BF16X2_128 0x43004300u  // bf16 (128, 128)
@@ -148,16 +119,6 @@ __device__ __forceinline__ void iq4_frag(uint32_t w, uint32_t a[4]) {
     const uint32_t lo = iq4_lookup(w), hi = iq4_lookup(w >> 16);  // byte k: nibble k resp. k + 4
 #pragma unroll
     for (int k = 0; k < 4; k++) a[k] = bf16_pair(sbyte_float(lo, k), sbyte_float(hi, k));
-}
-__device__ __forceinline__ uint2 ld_stream8(const uint8_t* p) {
-    uint2 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
-    return v;
-}
-__device__ __forceinline__ uint32_t ld_stream4(const uint8_t* p) {
-    uint32_t v;
-    asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
-    return v;
 }
 __device__ __forceinline__ float f16_half(uint32_t w, int hi) { return hi ? f16_hi(w) : f16_lo(w); }
 
@@ -699,39 +660,6 @@ __device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int p
             acc[nt][i] = !Ring<F, NT>::ON && pb - pa > 1 ? tot[frag_at(nt, i, g, t)] : units > 0 ? run[nt][i] : 0.0f;
 }
 
-// The split-K handshake (CUTLASS's semaphore pattern, one thread per block instead of a fence in every thread):
-// after a bar.sync over the block's partial stores, thread 0 releases them (fence.acq_rel.gpu, then the count),
-// and acquires the partials of the blocks counted before it (fence.acq_rel.gpu after the count). Returns the
-// count before this block's.
-__device__ __forceinline__ int arrive_release_acquire(int* counter) {
-    int prev;
-    asm volatile("fence.acq_rel.gpu;\n\tatom.relaxed.gpu.global.add.s32 %0, [%1], 1;\n\tfence.acq_rel.gpu;"
-                 : "=r"(prev)
-                 : "l"(counter)
-                 : "memory");
-    return prev;
-}
-
-// Split-K through distributed shared memory (kernels.py MMA_CLUSTER): the B blocks of a tile group are launched
-// as one thread-block cluster (cluster dims (B, 1, 1), so the cluster rank is the K part b), each leaves its
-// partial tile in its own shared memory, and rank 0 sums them in the order 0..B-1 over DSMEM: two cluster
-// barriers instead of the partials' round trip through L2 and the fences and atomic of the handshake above.
-__device__ __forceinline__ uint32_t cluster_size() {
-    uint32_t n;
-    asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
-    return n;
-}
-__device__ __forceinline__ void cluster_sync() {
-    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-// The float at the same shared-memory offset as `local`, in the block of cluster rank `rank`.
-__device__ __forceinline__ float ld_cluster(const float* local, uint32_t rank) {
-    uint32_t remote;
-    float v;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(local)), "r"(rank));
-    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
-    return v;
-}
 
 // Shape of the work of one launch (all fixed by the matrix shape except m and the pass).
 struct MmaShape {
@@ -763,9 +691,7 @@ __device__ __forceinline__ bool mma_group(const uint8_t* const (&W)[R], int grou
     const int tile = group * TPB + warp % TPB;
     const bool real = tile < sh.n_tiles;  // a group's last tiles may be past the matrix: computed nothing
     const bool serial = sh.blocks == 1 && sh.parts > 1;  // this block walks all K parts (mma_warp adds them)
-    uint32_t smem_bytes;
-    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(smem_bytes));
-    if (smem_bytes < MMA_WARPS * Ring<F, NT>::BYTES) __trap();  // launched with less than kernels.py mma_smem_bytes
+    if (dynamic_smem_size() < MMA_WARPS * Ring<F, NT>::BYTES) __trap();  // launched with less than kernels.py mma_smem_bytes
     float acc[NT][4];
     warp_sum(W[warp / TPB] + (long long)F::UNIT * n_sb * min(tile, sh.n_tiles - 1), real ? (serial ? 0 : b) : 0,
              real ? (serial ? sh.parts : b + 1) : 0, acc);

@@ -1,0 +1,140 @@
+// Every PTX instruction the kernels of mma.cuh and common.cuh use, each in one inline-asm wrapper: the rest of
+// those headers is plain CUDA C++. The host simulator (tests/engine/cuda/hostsim) compiles them on the CPU with
+// QTUI_HOSTSIM defined and its own C++ twin of each function here (hostsim/isa_host.h): add a wrapper here and
+// its twin there. (gemm.cuh's wgmma, descriptors and bulk tensor copies are not simulated and keep theirs.)
+#pragma once
+#include <stdint.h>
+
+#ifndef QTUI_HOSTSIM
+
+// ---- Programmatic Dependent Launch (the contract: common.cuh) ----
+__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
+// ---- Shared memory, mbarriers and bulk copies ----
+__device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ uint32_t dynamic_smem_size() {
+    uint32_t n;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(n));
+    return n;
+}
+
+__device__ __forceinline__ void mbar_init(uint32_t bar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
+}
+
+// After a thread's mbar_inits: makes them visible to the bulk copies (the async proxy) and, after a barrier, the block.
+__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+
+// An mbarrier expecting `count` arrivals per phase (mbar_init: one).
+__device__ __forceinline__ void mbar_init_count(uint32_t bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+
+// One arrival (release: this thread's earlier reads of what the barrier guards are done).
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive_expect(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+// A bulk copy counted on bar's transaction count only (the phase's one arrival is an mbar_arrive_expect).
+__device__ __forceinline__ void bulk_copy_tx(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    asm volatile(
+        "{\n\t.reg .pred done;\n\tWAIT:\n\tmbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
+        "@!done bra WAIT;\n\t}" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+}
+
+// ---- Tensor cores, loads, integer and bf16x2 arithmetic, inter-block sync (mma.cuh) ----
+// D = A B + C, m16n8k16, bf16 in, float32 accumulate (the fragment layout: mma.cuh).
+__device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Weights stream once: skip L1 (x lives there), ask L2 for whole 256-byte sectors.
+__device__ __forceinline__ uint4 ld_stream(const uint8_t* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+// (a & mask) | c in ONE lop3 (mask immediate, c in a register): ptxas otherwise emits an AND and an OR.
+template <uint32_t MASK>
+__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t c) {
+    uint32_t r;
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(a), "n"(MASK), "r"(c));
+    return r;
+}
+
+// bf16x2 (128 + v0, 128 + v1) minus bias: exact small integers.
+__device__ __forceinline__ uint32_t bf16_sub(uint32_t biased, uint32_t bias2) {
+    uint32_t r;
+    asm("sub.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(biased), "r"(bias2));
+    return r;
+}
+
+__device__ __forceinline__ uint2 ld_stream8(const uint8_t* p) {
+    uint2 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ uint32_t ld_stream4(const uint8_t* p) {
+    uint32_t v;
+    asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+}
+
+// The split-K handshake (CUTLASS's semaphore pattern, one thread per block instead of a fence in every thread):
+// after a bar.sync over the block's partial stores, thread 0 releases them (fence.acq_rel.gpu, then the count),
+// and acquires the partials of the blocks counted before it (fence.acq_rel.gpu after the count). Returns the
+// count before this block's.
+__device__ __forceinline__ int arrive_release_acquire(int* counter) {
+    int prev;
+    asm volatile("fence.acq_rel.gpu;\n\tatom.relaxed.gpu.global.add.s32 %0, [%1], 1;\n\tfence.acq_rel.gpu;"
+                 : "=r"(prev)
+                 : "l"(counter)
+                 : "memory");
+    return prev;
+}
+
+// Split-K through distributed shared memory (kernels.py MMA_CLUSTER): the B blocks of a tile group are launched
+// as one thread-block cluster (cluster dims (B, 1, 1), so the cluster rank is the K part b), each leaves its
+// partial tile in its own shared memory, and rank 0 sums them in the order 0..B-1 over DSMEM: two cluster
+// barriers instead of the partials' round trip through L2 and the fences and atomic of the handshake above.
+__device__ __forceinline__ uint32_t cluster_size() {
+    uint32_t n;
+    asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+    return n;
+}
+
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// The float at the same shared-memory offset as `local`, in the block of cluster rank `rank`.
+__device__ __forceinline__ float ld_cluster(const float* local, uint32_t rank) {
+    uint32_t remote;
+    float v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(local)), "r"(rank));
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+    return v;
+}
+
+#endif  // QTUI_HOSTSIM
