@@ -1,0 +1,2 @@
+// hostsim: the fp16 type and conversions come from cuda_host.h (force-included).
+#pragma once
