@@ -44,8 +44,8 @@ def test_simulated_gemv_matches_dequantized_float64_matmul(qtype):
         got = hostsim.gemv(qtype, tiles, n_out, n_in, *splitfmt.split(x), m, nt, parts, serial)
         ref = x.astype(np.float64) @ deq.T
         assert np.isfinite(got).all(), f"{qtype}: unwritten or NaN output"
-        err = np.linalg.norm(got - ref, axis=1) / np.linalg.norm(ref, axis=1)
-        assert err.max() < GEMV_REL_TOL, f"{qtype} {n_out}x{n_in} m={m} NT={nt}: relative error {err.max():.2e}"
+        err = np.linalg.norm(got - ref) / np.linalg.norm(ref)  # normwise, as the GPU test (rows differ in scale)
+        assert err < GEMV_REL_TOL, f"{qtype} {n_out}x{n_in} m={m} NT={nt}: relative error {err:.2e}"
 
 
 @pytest.mark.parametrize("qtype", ["q4_k", "q5_k", "q6_k", "q4_1"])
