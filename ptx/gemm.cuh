@@ -53,26 +53,6 @@ __device__ __forceinline__ uint64_t gx_desc(uint32_t addr) {  // no swizzle, LBO
 __device__ __forceinline__ uint64_t gx_desc_add(uint64_t d, uint32_t off) {
     return (d & 0xFFFFFFFF00000000ull) | (uint32_t)((uint32_t)d + (off >> 4));
 }
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
-
-// d (+)= A B for the warpgroup's 64 rows x 64 tokens x k16: A = this warp's fragment a (mma_bf16's layout), B
-// at desc; ACC = 0 starts from zero. d[4 j + i] is mma_bf16's c[i] of token tile j.
-template <int ACC>
-__device__ __forceinline__ void wgmma64(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,"
-        "%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(ACC));
-}
-
 // The GEMM's work, fixed by the launch: U = passes x groups x n_sb UNITS (one super-block of one tile group in
 // one pass), in that order, cut into gridDim.x contiguous ranges of (nearly) equal length, one per block: every
 // SM gets the same number of super-blocks whatever the matrix shape (a grid of one block per tile group left a
@@ -93,12 +73,7 @@ __device__ __forceinline__ bool gemm_block_arrive(int* counter, int k, int n) {
     __shared__ int last;
     __syncthreads();
     if (threadIdx.x == 0) {
-        int prev;
-        asm volatile("fence.acq_rel.gpu;\n\tatom.relaxed.gpu.global.add.s32 %0, [%1], %2;\n\tfence.acq_rel.gpu;"
-                     : "=r"(prev)
-                     : "l"(counter), "r"(k)
-                     : "memory");
-        last = prev + k == n;
+        last = add_release_acquire(counter, k) + k == n;
         if (last) *counter = 0;
     }
     __syncthreads();
@@ -171,7 +146,7 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
                                           float* scratch, int* counters, const Store& store) {
     constexpr bool MIN_BY_MMA = F::MIN_MMA && MMA_MIN_MMA;
     constexpr int S = GEMM_STAGES, SB = GemmStage<F>::BYTES, XB = GemmStage<F>::X_BYTES, TPB = MMA_WARPS / R;
-    extern __shared__ __align__(128) uint8_t mma_smem[];
+    DYNAMIC_SMEM(mma_smem);
     pdl_launch_dependents();
     GEMM_MARK(0, 0);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = lane & 3;
@@ -305,7 +280,7 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
                 __threadfence_block();  // release this warp's reads of the stage; acquire the others' below
                 if (atomicAdd(&released[du % S], 1) % MMA_WARPS == MMA_WARPS - 1) {  // the 8th of this use
                     __threadfence_block();
-                    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // then the copy engine's writes
+                    fence_proxy_async_shared();  // then the copy engine's writes
 #ifdef GEMM_PROBE_X_ONCE
                     mbar_arrive(bars + 8 * (du % S));
 #else

@@ -1,7 +1,7 @@
-// Every PTX instruction the kernels of mma.cuh and common.cuh use, each in one inline-asm wrapper: the rest of
-// those headers is plain CUDA C++. The host simulator (tests/engine/cuda/hostsim) compiles them on the CPU with
-// QTUI_HOSTSIM defined and its own C++ twin of each function here (hostsim/isa_host.h): add a wrapper here and
-// its twin there. (gemm.cuh's wgmma, descriptors and bulk tensor copies are not simulated and keep theirs.)
+// Every PTX instruction the kernels of common.cuh, mma.cuh and gemm.cuh use, each in one inline-asm wrapper: the
+// rest of those headers is plain CUDA C++ (but gemm.cuh's -DGEMM_TRACE timer probe). The host simulator
+// (tests/engine/cuda/hostsim) compiles them on the CPU with QTUI_HOSTSIM defined and its own C++ twin of each
+// function here (hostsim/isa_host.h): add a wrapper here and its twin there.
 #pragma once
 #include <stdint.h>
 
@@ -13,6 +13,8 @@ __device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepc
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
 // ---- Shared memory, mbarriers and bulk copies ----
+// The block's dynamic shared memory as the byte array `name` (128-byte aligned).
+#define DYNAMIC_SMEM(name) extern __shared__ __align__(128) uint8_t name[]
 __device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ uint32_t dynamic_smem_size() {
     uint32_t n;
@@ -114,6 +116,18 @@ __device__ __forceinline__ int arrive_release_acquire(int* counter) {
     return prev;
 }
 
+// The same for k arrivals at once (gemm.cuh gemm_block_arrive).
+__device__ __forceinline__ int add_release_acquire(int* counter, int k) {
+    int prev;
+    asm volatile("fence.acq_rel.gpu;\n\tatom.relaxed.gpu.global.add.s32 %0, [%1], %2;\n\tfence.acq_rel.gpu;"
+                 : "=r"(prev)
+                 : "l"(counter), "r"(k)
+                 : "memory");
+    return prev;
+}
+// Orders this thread's generic-proxy accesses of shared memory before later bulk copies into it (the async proxy).
+__device__ __forceinline__ void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
 // Split-K through distributed shared memory (kernels.py MMA_CLUSTER): the B blocks of a tile group are launched
 // as one thread-block cluster (cluster dims (B, 1, 1), so the cluster rank is the K part b), each leaves its
 // partial tile in its own shared memory, and rank 0 sums them in the order 0..B-1 over DSMEM: two cluster
@@ -135,6 +149,27 @@ __device__ __forceinline__ float ld_cluster(const float* local, uint32_t rank) {
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(local)), "r"(rank));
     asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
     return v;
+}
+
+// ---- Warpgroup MMAs (gemm.cuh) ----
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
+
+// d (+)= A B for the warpgroup's 64 rows x 64 tokens x k16: A = this warp's fragment a (mma_bf16's layout), B
+// at desc; ACC = 0 starts from zero. d[4 j + i] is mma_bf16's c[i] of token tile j.
+template <int ACC>
+__device__ __forceinline__ void wgmma64(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,"
+        "%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(ACC));
 }
 
 #endif  // QTUI_HOSTSIM

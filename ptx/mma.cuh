@@ -762,7 +762,7 @@ struct MmaWarpSum {
     const float* xsum;
     MmaShape sh;
     __device__ __forceinline__ void operator()(const uint8_t* tile, int pa, int pb, float (&acc)[NT][4]) const {
-        extern __shared__ __align__(128) uint8_t mma_smem[];
+        DYNAMIC_SMEM(mma_smem);
         mma_warp<F, NT>(tile, pa, pb, sh.parts, xs, xsum, sh.n_in, blockIdx.y * NT * 8, sh.m,
                         mma_smem + (threadIdx.x >> 5) * Ring<F, NT>::BYTES, acc);
     }
@@ -828,7 +828,7 @@ __device__ __forceinline__ void swiglu_store(const float* tiles, int stride, int
 template <class F, int NT, class WarpSum>
 __device__ __forceinline__ void mma_gemv_body(const uint8_t* W, const WarpSum& warp_sum, const Segments& seg,
                                               const MmaShape& sh, float* scratch, int* counters) {
-    extern __shared__ __align__(128) uint8_t mma_smem[];  // Ring<F, NT>::BYTES per warp (kernels.py mma_smem_bytes)
+    DYNAMIC_SMEM(mma_smem);  // Ring<F, NT>::BYTES per warp (kernels.py mma_smem_bytes)
     pdl_launch_dependents();
     const int group = blockIdx.x / sh.blocks, b = blockIdx.x % sh.blocks;
     const uint8_t* Ws[1] = {W};
@@ -840,7 +840,7 @@ template <class F, int NT, class WarpSum>
 __device__ __forceinline__ void mma_swiglu_body(const uint8_t* Wg, const uint8_t* Wu, const WarpSum& warp_sum,
                                                 uint4* act, float* act_sum, int n_ff, const MmaShape& sh,
                                                 float* scratch, int* counters) {
-    extern __shared__ __align__(128) uint8_t mma_smem[];  // Ring<F, NT>::BYTES per warp (kernels.py mma_smem_bytes)
+    DYNAMIC_SMEM(mma_smem);  // Ring<F, NT>::BYTES per warp (kernels.py mma_smem_bytes)
     pdl_launch_dependents();
     const int group = blockIdx.x / sh.blocks, b = blockIdx.x % sh.blocks;
     const uint8_t* Ws[2] = {Wg, Wu};
