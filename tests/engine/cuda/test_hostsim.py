@@ -90,3 +90,40 @@ def test_simulated_embedding_rows_are_gguf_rows(qtype):
     got = hostsim.embed(qtype, repack.repack(qtype, raw, n_out, n_in), n_out, n_in, tokens)
     bad = np.flatnonzero((got.view(np.uint32) != deq[tokens].view(np.uint32)).any(axis=1))
     assert bad.size == 0, f"{qtype}: rows {tokens[bad].tolist()} differ from gguf.quants.dequantize"
+
+
+# gemm_body's lane 0 releases its warp's stage (the x chunk may then be refilled) with no __syncwarp before it: the
+# other lanes may still read the stage's slice sums in the FMA min term (Q2_K, Q4_1, Q5_1). The GPU runs the warp
+# converged there (its GEMM is bitwise the GEMV on every type, tests/witness), but the programming model does not
+# promise it, and the simulator runs the lanes apart. The fix (branch gemm-syncwarp) changes the PTX and waits for
+# a GPU witness.
+STAGE_RACE = {"q2_k", "q4_1", "q5_1"}
+
+
+@pytest.mark.parametrize(
+    "qtype",
+    [
+        pytest.param(q, marks=pytest.mark.xfail(strict=True, reason="stage released before its lanes"))
+        if q in STAGE_RACE
+        else q
+        for q in MMA_TYPES
+    ],
+)
+def test_simulated_gemm_rows_are_bitwise_the_simulated_gemv(qtype):
+    """The 64-token GEMM (stager + gemm_body, units shared over 1 - 4 blocks, K parts and tile groups cut by the
+    blocks' ranges) gives every row the bits of the m = 1 GEMV, and float64 within the tolerance."""
+    rng = np.random.default_rng()
+    n_out, n_in, top = 136, 768, 70  # two tile groups (the second partial), three super-blocks, two passes
+    tiles, deq = _tiles(qtype, n_out, n_in, rng)
+    x = rng.standard_normal((top, n_in), dtype=np.float32)
+    xs, xsum = splitfmt.split(x)
+    single = np.stack(
+        [hostsim.gemv(qtype, tiles, n_out, n_in, xs[i : i + 1], xsum[i : i + 1], 1, 1, 3)[0] for i in range(top)]
+    )
+    ref = x.astype(np.float64) @ deq.T
+    for m, parts, blocks in ((top, 1, 1), (top, 3, 4), (17, 3, 3), (64, 1, 2)):
+        got = hostsim.gemm(qtype, tiles, n_out, n_in, xs[:m], xsum[:m], m, parts, blocks)
+        err = np.linalg.norm(got - ref[:m]) / np.linalg.norm(ref[:m])
+        assert np.isfinite(got).all() and err < GEMV_REL_TOL, f"{qtype} m={m}: relative error {err:.2e}"
+        bad = np.flatnonzero((got.view(np.uint32) != single[:m].view(np.uint32)).any(axis=1))
+        assert bad.size == 0, f"{qtype} m={m} parts={parts} blocks={blocks}: rows {bad[:10].tolist()} differ from m=1"

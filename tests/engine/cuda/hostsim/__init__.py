@@ -1,6 +1,8 @@
-"""The host simulator of the tensor-core GEMV: ptx/mma.cuh's mma_warp and embedding lookup compiled by g++ for the
-CPU (gemv_sim.cpp, with cuda_host.h standing in for CUDA and isa_host.h for ptx/isa.cuh's inline PTX), so that
-the kernels' per-lane arithmetic is checked against gguf.quants on machines without a GPU, CI's included.
+"""The host simulator of the tensor-core kernels: ptx/mma.cuh's GEMV warp (mma_warp) and embedding lookup and
+ptx/gemm.cuh's 64-token GEMM (gemm_stage_x + gemm_body) compiled by g++ for the CPU (kernel_sim.cpp, with
+cuda_host.h standing in for CUDA, block.h running each thread block as fibers, and isa_host.h for ptx/isa.cuh's
+inline PTX), so that the kernels' per-thread arithmetic is checked against gguf.quants on machines without a GPU,
+CI's included.
 
 Built once per content of its sources and the kernel headers (a cache under the temp dir); `defines` builds a
 variant (e.g. ("MMA_RING=0",) for the GEMV without its shared-memory ring)."""
@@ -40,13 +42,13 @@ def binary(defines: tuple[str, ...] = ()) -> Path:
     for src in _sources():
         key.update(src.name.encode() + b"\0" + src.read_bytes())
     out_dir = Path(tempfile.gettempdir()) / "qtui-hostsim" / key.hexdigest()[:16]
-    exe = out_dir / "gemv_sim"
+    exe = out_dir / "kernel_sim"
     if exe.exists():
         return exe
     out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir / f"gemv_sim.{os.getpid()}"
+    tmp = out_dir / f"kernel_sim.{os.getpid()}"
     cmd = [cxx, *CXX_FLAGS, *(f"-D{d}" for d in defines), "-include", str(HERE / "cuda_host.h")]
-    cmd += ["-I", str(HERE / "include"), "-I", str(PTX_DIR), str(HERE / "gemv_sim.cpp"), "-o", str(tmp)]
+    cmd += ["-I", str(HERE / "include"), "-I", str(PTX_DIR), str(HERE / "kernel_sim.cpp"), "-o", str(tmp)]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"hostsim build failed:\n{done.stderr[-4000:]}")
@@ -57,7 +59,7 @@ def binary(defines: tuple[str, ...] = ()) -> Path:
 def _run(args: list[str], defines: tuple[str, ...]) -> None:
     done = subprocess.run([str(binary(defines)), *args], capture_output=True, text=True)
     if done.returncode != 0:
-        raise RuntimeError(f"gemv_sim {' '.join(args[:8])} failed ({done.returncode}): {done.stderr[-2000:]}")
+        raise RuntimeError(f"kernel_sim {' '.join(args[:8])} failed ({done.returncode}): {done.stderr[-2000:]}")
 
 
 def gemv(
@@ -80,6 +82,27 @@ def gemv(
         for arr, path, dt in zip((tiles, xs, xsum), paths, (np.uint8, np.uint32, np.float32), strict=False):
             np.ascontiguousarray(arr, dt).tofile(path)
         _run(["gemv", qtype, str(n_out), str(n_in), str(m), str(nt), str(parts), str(int(serial)), *paths], defines)
+        return np.fromfile(paths[3], np.float32).reshape(m, n_out)
+
+
+def gemm(
+    qtype: str,
+    tiles: np.ndarray,
+    n_out: int,
+    n_in: int,
+    xs: np.ndarray,
+    xsum: np.ndarray,
+    m: int,
+    parts: int = 1,
+    blocks: int = 1,
+    defines: tuple[str, ...] = (),
+) -> np.ndarray:
+    """The same y by the 64-token GEMM (stager + gemm_body) on `blocks` blocks, K in `parts` parts."""
+    with tempfile.TemporaryDirectory() as d:
+        paths = [os.path.join(d, n) for n in ("tiles", "xs", "xsum", "y")]
+        for arr, path, dt in zip((tiles, xs, xsum), paths, (np.uint8, np.uint32, np.float32), strict=False):
+            np.ascontiguousarray(arr, dt).tofile(path)
+        _run(["gemm", qtype, str(n_out), str(n_in), str(m), str(parts), str(blocks), *paths], defines)
         return np.fromfile(paths[3], np.float32).reshape(m, n_out)
 
 

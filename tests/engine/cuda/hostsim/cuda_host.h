@@ -1,12 +1,13 @@
-// The CUDA C++ that ptx/common.cuh, split.cuh and mma.cuh use, on the host: the language keywords, the built-in
-// vector and 16-bit float types, the intrinsics, and a warp of 32 std::threads (warp.h) for __syncwarp, the
-// shuffles and the tensor-core MMA. Force-included (g++ -include) ahead of those headers, with QTUI_HOSTSIM
+// The CUDA C++ that ptx/common.cuh, split.cuh, mma.cuh and gemm.cuh use, on the host: the language keywords, the
+// built-in vector and 16-bit float types, the intrinsics, and thread blocks of fibers (block.h) for the barriers,
+// the shuffles and the tensor-core MMAs. Force-included (g++ -include) ahead of those headers, with QTUI_HOSTSIM
 // defined so that ptx/isa.cuh leaves its inline-asm wrappers to isa_host.h.
 //
 // What it is for: the kernels' per-lane arithmetic (unit loads, fragment building, scale decoding, chains, sums,
 // indexing) runs here exactly as written and is checked against gguf.quants on a machine without a GPU
 // (tests/engine/cuda/test_hostsim.py). What it is not: a model of the tensor cores' rounding inside one MMA (here
-// one exact sum, rounded once to float32), of timing, or of the memory model (a bulk copy lands at once).
+// one exact sum, rounded once to float32), of timing, or of the memory model (a bulk copy lands at once, an
+// asynchronous wgmma completes when issued).
 #pragma once
 #include <stdint.h>
 #include <string.h>
@@ -21,14 +22,14 @@
 #define __host__
 #define __global__
 #define __forceinline__ inline
-#define __shared__
+#define __shared__ static  // one per block: blocks run one after another (block.h)
 #define __align__(n) __attribute__((aligned(n)))
 #define __launch_bounds__(...)
 
 struct dim3 {
     unsigned x = 0, y = 0, z = 0;
 };
-extern thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
+inline dim3 threadIdx, blockIdx, blockDim, gridDim;  // of the running thread (block.h sets them)
 
 struct uint2 {
     uint32_t x, y;
@@ -134,5 +135,5 @@ inline T __ldcg(const T* p) {
     return *p;
 }
 
-#include "warp.h"
+#include "block.h"
 #include "isa_host.h"

@@ -1,24 +1,40 @@
 // The host twins of ptx/isa.cuh's wrappers (same names and signatures). Loads are plain loads, a bulk copy lands
-// at once (so the mbarrier waits return at once), PDL is a no-op, and an MMA is warp-wide: every lane leaves its
-// operands, then computes its own C elements from all of them (PTX ISA fragment layouts for m16n8k16 with 16-bit
-// inputs), each as c + (the exact sum of its 16 products), rounded once to float32.
+// at once (so the mbarrier waits return at once), PDL and fences are no-ops, and an MMA is a collective of its warp
+// (mma.sync) or warpgroup (wgmma): every thread leaves its operands, then computes its own C elements from all of
+// them (the PTX ISA's fragment layouts for 16-bit inputs), each as c + (the exact sum of its 16 products),
+// rounded once to float32. A wgmma completes when issued, so its commit and wait are no-ops.
 #pragma once
 
 inline void pdl_launch_dependents() {}
 inline void pdl_wait() {}
 
-inline uint32_t smem_u32(const void* p) { return (uint32_t)((const uint8_t*)p - tl_warp->smem); }
-inline uint32_t dynamic_smem_size() { return tl_warp->smem_bytes; }
-inline void mbar_init(uint32_t) {}
-inline void mbar_init_fence() {}
-inline void mbar_init_count(uint32_t, uint32_t) {}
-inline void mbar_arrive(uint32_t) {}
-inline void mbar_arrive_expect(uint32_t, uint32_t) {}
-inline void bulk_copy_tx(uint32_t dst, const void* src, uint32_t bytes, uint32_t) {
-    if (dst + bytes > tl_warp->smem_bytes || bytes % 16) __trap();
-    memcpy(tl_warp->smem + dst, src, bytes);
+#define DYNAMIC_SMEM(name) uint8_t* const name = g_block->smem
+inline uint32_t smem_u32(const void* p) { return (uint32_t)((const uint8_t*)p - g_block->smem); }
+inline uint32_t dynamic_smem_size() { return g_block->smem_bytes; }
+// mbarriers: a phase completes when its expected arrivals are in (a bulk copy's bytes land at once, so its
+// arrive.expect_tx is an arrival whose transaction is already complete); a wait polls (yields) until the phase of
+// the given parity has completed.
+inline SimBlock::Mbarrier& sim_mbar(uint32_t bar) {
+    auto it = g_block->mbars.find(bar);
+    if (it == g_block->mbars.end()) __trap();  // used before mbar_init
+    return it->second;
 }
-inline void mbar_wait(uint32_t, uint32_t) {}
+inline void mbar_init_count(uint32_t bar, uint32_t count) { g_block->mbars[bar] = {(int)count, 0, 0}; }
+inline void mbar_init(uint32_t bar) { mbar_init_count(bar, 1); }
+inline void mbar_init_fence() {}
+inline void mbar_arrive(uint32_t bar) {
+    SimBlock::Mbarrier& mb = sim_mbar(bar);
+    g_block->progress++;
+    if (++mb.arrived == mb.count) mb.arrived = 0, mb.phases++;
+}
+inline void mbar_arrive_expect(uint32_t bar, uint32_t) { mbar_arrive(bar); }
+inline void bulk_copy_tx(uint32_t dst, const void* src, uint32_t bytes, uint32_t) {
+    if (dst + bytes > g_block->smem_bytes || bytes % 16 || dst % 16) __trap();
+    memcpy(g_block->smem + dst, src, bytes);
+}
+inline void mbar_wait(uint32_t bar, uint32_t parity) {
+    while ((sim_mbar(bar).phases & 1) == parity) sim_yield();
+}
 
 inline uint4 ld_stream(const uint8_t* p) {
     uint4 v;
@@ -46,33 +62,75 @@ inline uint32_t bf16_sub(uint32_t a, uint32_t b) {
     return (uint32_t)hi << 16 | lo;
 }
 
-// Element (row, k) of A and (k, col) of B for m16n8k16: lane, register, half.
+inline uint16_t sim_half(uint32_t reg, int k) { return (uint16_t)((k & 1) ? reg >> 16 : reg & 0xFFFF); }
+inline double sim_bf16(uint16_t b) { return bf16_value_of(b); }
+inline double sim_f16(uint16_t h) { return half_value(h); }  // subnormals kept (no .ftz)
+
+// A[row][k] of a 16-row A fragment set: thread base + 4 (row % 8) + (k % 8) / 2, register row / 8 + 2 (k / 8).
 template <double (*VALUE)(uint16_t)>
-inline void hs_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-    HostWarp& w = *tl_warp;
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    for (int k = 0; k < 4; k++) w.a[lane][k] = a[k];
-    w.b[lane][0] = b0, w.b[lane][1] = b1;
-    w.bar.arrive_and_wait();
-    auto half = [](uint32_t reg, int k) { return (uint16_t)((k & 1) ? reg >> 16 : reg & 0xFFFF); };
+inline double sim_a(int base, int row, int k) {
+    return VALUE(sim_half(g_block->a[base + 4 * (row & 7) + ((k & 7) >> 1)][(row >> 3) + 2 * (k >> 3)], k));
+}
+
+// mma.sync m16n8k16, float32 accumulate: B[k][col] from thread base + 4 col + (k % 8) / 2, register k / 8.
+template <double (*VALUE)(uint16_t)>
+inline void sim_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    SimBlock& B = *g_block;
+    const int tid = sim_tid(), base = tid & ~31, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    for (int k = 0; k < 4; k++) B.a[tid][k] = a[k];
+    B.b[tid] = {b0, b1};
+    __syncwarp();
     for (int i = 0; i < 4; i++) {
         const int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
         double s = 0.0;
-        for (int k = 0; k < 16; k++) {
-            const int kl = (k & 7) >> 1;
-            const double av = VALUE(half(w.a[(row & 7) * 4 + kl][(row >> 3) + 2 * (k >> 3)], k));
-            const double bv = VALUE(half(w.b[col * 4 + kl][k >> 3], k));
-            s += av * bv;
-        }
+        for (int k = 0; k < 16; k++)
+            s += sim_a<VALUE>(base, row, k) * VALUE(sim_half(B.b[base + 4 * col + ((k & 7) >> 1)][k >> 3], k));
         c[i] = (float)((double)c[i] + s);
     }
-    w.bar.arrive_and_wait();
+    __syncwarp();
 }
-inline double hs_bf16(uint16_t b) { return bf16_value_of(b); }
-inline void mma_bf16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) { hs_mma<hs_bf16>(c, a, b0, b1); }
+inline void mma_bf16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) { sim_mma<sim_bf16>(c, a, b0, b1); }
 
-// Not simulated (one block per launch here): the K split across blocks is combined by the driver, in order.
-inline int arrive_release_acquire(int*) { __trap(); }
+// Not simulated (blocks run one after another here): clusters. The counters' atomics are plain adds.
+inline int arrive_release_acquire(int* counter) { return atomicAdd(counter, 1); }
+inline int add_release_acquire(int* counter, int k) { return atomicAdd(counter, k); }
+inline void fence_proxy_async_shared() {}
 inline uint32_t cluster_size() { return 1; }
 inline void cluster_sync() { __trap(); }
 inline float ld_cluster(const float*, uint32_t) { __trap(); }
+
+// ---- wgmma m64n64k16, A from registers (warp w of the warpgroup: rows 16 w .. 16 w + 15, mma.sync's layout),
+// B [k16][n64] in shared memory at a descriptor without swizzle, K-major: element (k, n) at start + LBO (k / 8)
+// + SBO (n / 8) + 16 (n % 8) + 2 (k % 8). d[4 j + i]: row 16 w + g + 8 (i / 2), token 8 j + 2 t + i % 2. ----
+inline void wgmma_fence() {}
+inline void wgmma_commit() {}
+template <int N>
+inline void wgmma_wait() {}
+template <double (*VALUE)(uint16_t), int ACC>
+inline void sim_wgmma64(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {
+    SimBlock& B = *g_block;
+    const int tid = sim_tid(), base = tid & ~127, lane = tid & 31, w = (tid & 127) >> 5, g = lane >> 2, t = lane & 3;
+    if (desc >> 62) __trap();  // a swizzle mode: not what gemm.cuh stages
+    const uint32_t start = (uint32_t)(desc & 0x3FFF) << 4, lbo = (uint32_t)((desc >> 16) & 0x3FFF) << 4,
+                   sbo = (uint32_t)((desc >> 32) & 0x3FFF) << 4;
+    for (int k = 0; k < 4; k++) B.a[tid][k] = a[k];
+    sim_sync(sim_group_bar(tid));
+    for (int j = 0; j < 8; j++)
+        for (int i = 0; i < 4; i++) {
+            const int row = g + 8 * (i >> 1), n = 8 * j + 2 * t + (i & 1);
+            double s = 0.0;
+            for (int k = 0; k < 16; k++) {
+                const uint32_t at = start + lbo * (k >> 3) + sbo * (n >> 3) + 16 * (n & 7) + 2 * (k & 7);
+                if (at + 2 > B.smem_bytes) __trap();
+                uint16_t bits;
+                memcpy(&bits, B.smem + at, 2);
+                s += sim_a<VALUE>(base + 32 * w, row, k) * VALUE(bits);
+            }
+            d[4 * j + i] = ACC ? (float)((double)d[4 * j + i] + s) : (float)s;
+        }
+    sim_sync(sim_group_bar(tid));
+}
+template <int ACC>
+inline void wgmma64(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {
+    sim_wgmma64<sim_bf16, ACC>(d, a, desc);
+}
