@@ -33,6 +33,17 @@ struct SimBlock {
     const std::function<void()>* body = nullptr;
     uint8_t* smem = nullptr;  // dynamic shared memory
     uint32_t smem_bytes = 0;
+    // a thread's wgmmas issued and not yet waited for, and its commit groups so far (isa_host.h)
+    struct Wgmma {
+        float* d;
+        bool acc;
+        uint64_t desc;
+        double (*value)(uint16_t);
+        std::array<uint32_t, 4> a;
+        int group;
+    };
+    std::vector<std::vector<Wgmma>> wgmma;
+    std::vector<int> commits;
     // what the threads of a warp or warpgroup hand each other (MMA operands, shuffled words), by thread
     std::vector<std::array<uint32_t, 4>> a;
     std::vector<std::array<uint32_t, 2>> b;
@@ -98,6 +109,10 @@ inline void __threadfence() {}
 
 inline void sim_entry(int tid) {
     (*g_block->body)();
+    if (!g_block->wgmma[tid].empty()) {
+        std::fprintf(stderr, "hostsim: thread %d exits with %zu wgmmas not waited for\n", tid, g_block->wgmma[tid].size());
+        std::abort();
+    }
     g_block->th[tid].done = true;  // then uc_link: back to the scheduler
     g_block->progress++;
 }
@@ -116,6 +131,7 @@ inline void run_block(const std::function<void()>& body, dim3 block, dim3 grid, 
     for (int w = 0; w < warps; w++) B.bars[1 + w].size = threads - 32 * w < 32 ? threads - 32 * w : 32;
     for (int q = 0; q < groups; q++) B.bars[1 + warps + q].size = threads - 128 * q < 128 ? threads - 128 * q : 128;
     B.a.resize(threads), B.b.resize(threads), B.word.resize(threads);
+    B.wgmma.resize(threads), B.commits.assign(threads, 0);
     std::vector<uint8_t> smem(smem_bytes + 128, 0);
     B.smem = smem.data() + (128 - (uintptr_t)smem.data() % 128) % 128;
     B.smem_bytes = smem_bytes;

@@ -2,7 +2,7 @@
 // at once (so the mbarrier waits return at once), PDL and fences are no-ops, and an MMA is a collective of its warp
 // (mma.sync) or warpgroup (wgmma): every thread leaves its operands, then computes its own C elements from all of
 // them (the PTX ISA's fragment layouts for 16-bit inputs), each as c + (the exact sum of its 16 products),
-// rounded once to float32. A wgmma completes when issued, so its commit and wait are no-ops.
+// rounded once to float32 (a wgmma when its group is waited for).
 #pragma once
 
 inline void pdl_launch_dependents() {}
@@ -101,34 +101,49 @@ inline float ld_cluster(const float*, uint32_t) { __trap(); }
 
 // ---- wgmma m64n64k16, A from registers (warp w of the warpgroup: rows 16 w .. 16 w + 15, mma.sync's layout),
 // B [k16][n64] in shared memory at a descriptor without swizzle, K-major: element (k, n) at start + LBO (k / 8)
-// + SBO (n / 8) + 16 (n % 8) + 2 (k % 8). d[4 j + i]: row 16 w + g + 8 (i / 2), token 8 j + 2 t + i % 2. ----
+// + SBO (n / 8) + 16 (n % 8) + 2 (k % 8). d[4 j + i]: row 16 w + g + 8 (i / 2), token 8 j + 2 t + i % 2.
+// Asynchronous as on the GPU: an issued wgmma takes its A registers and leaves d alone; a commit closes the thread's
+// open group; wgmma_wait<N> (the whole warpgroup) completes, in issue order, every wgmma of all but the N newest
+// committed groups, reading B from shared memory THEN. So reading d before its wait, or refilling B before it,
+// shows as wrong sums. ----
 inline void wgmma_fence() {}
-inline void wgmma_commit() {}
-template <int N>
-inline void wgmma_wait() {}
+inline void wgmma_commit() { g_block->commits[sim_tid()]++; }
 template <double (*VALUE)(uint16_t), int ACC>
 inline void sim_wgmma64(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {
+    const int tid = sim_tid();
+    if (desc >> 62) __trap();  // a swizzle mode: not what gemm.cuh stages
+    g_block->wgmma[tid].push_back({d, ACC != 0, desc, VALUE, {a[0], a[1], a[2], a[3]}, g_block->commits[tid]});
+}
+template <int N>
+inline void wgmma_wait() {
     SimBlock& B = *g_block;
     const int tid = sim_tid(), base = tid & ~127, lane = tid & 31, w = (tid & 127) >> 5, g = lane >> 2, t = lane & 3;
-    if (desc >> 62) __trap();  // a swizzle mode: not what gemm.cuh stages
-    const uint32_t start = (uint32_t)(desc & 0x3FFF) << 4, lbo = (uint32_t)((desc >> 16) & 0x3FFF) << 4,
-                   sbo = (uint32_t)((desc >> 32) & 0x3FFF) << 4;
-    for (int k = 0; k < 4; k++) B.a[tid][k] = a[k];
-    sim_sync(sim_group_bar(tid));
-    for (int j = 0; j < 8; j++)
-        for (int i = 0; i < 4; i++) {
-            const int row = g + 8 * (i >> 1), n = 8 * j + 2 * t + (i & 1);
-            double s = 0.0;
-            for (int k = 0; k < 16; k++) {
-                const uint32_t at = start + lbo * (k >> 3) + sbo * (n >> 3) + 16 * (n & 7) + 2 * (k & 7);
-                if (at + 2 > B.smem_bytes) __trap();
-                uint16_t bits;
-                memcpy(&bits, B.smem + at, 2);
-                s += sim_a<VALUE>(base + 32 * w, row, k) * VALUE(bits);
+    std::vector<SimBlock::Wgmma>& mine = B.wgmma[tid];
+    size_t done = 0;  // the ops of groups < commits - N: a prefix (issued in order)
+    while (done < mine.size() && mine[done].group < B.commits[tid] - N) done++;
+    sim_sync(sim_group_bar(tid));  // every thread of the warpgroup has issued the same ops
+    for (size_t o = 0; o < done; o++) {
+        const SimBlock::Wgmma& op = mine[o];
+        const uint32_t start = (uint32_t)(op.desc & 0x3FFF) << 4, lbo = (uint32_t)((op.desc >> 16) & 0x3FFF) << 4,
+                       sbo = (uint32_t)((op.desc >> 32) & 0x3FFF) << 4;
+        for (int j = 0; j < 8; j++)
+            for (int i = 0; i < 4; i++) {
+                const int row = g + 8 * (i >> 1), n = 8 * j + 2 * t + (i & 1);
+                double s = 0.0;
+                for (int k = 0; k < 16; k++) {
+                    const uint32_t at = start + lbo * (k >> 3) + sbo * (n >> 3) + 16 * (n & 7) + 2 * (k & 7);
+                    if (at + 2 > B.smem_bytes) __trap();
+                    uint16_t bits;
+                    memcpy(&bits, B.smem + at, 2);
+                    const int src = base + 32 * w + 4 * (row & 7) + ((k & 7) >> 1);  // A[row][k]'s thread
+                    const SimBlock::Wgmma& theirs = B.wgmma[src][o];
+                    s += op.value(sim_half(theirs.a[(row >> 3) + 2 * (k >> 3)], k)) * op.value(bits);
+                }
+                op.d[4 * j + i] = op.acc ? (float)((double)op.d[4 * j + i] + s) : (float)s;
             }
-            d[4 * j + i] = ACC ? (float)((double)d[4 * j + i] + s) : (float)s;
-        }
-    sim_sync(sim_group_bar(tid));
+    }
+    sim_sync(sim_group_bar(tid));  // everyone has read the others' A of these ops
+    mine.erase(mine.begin(), mine.begin() + (long)done);
 }
 template <int ACC>
 inline void wgmma64(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {
