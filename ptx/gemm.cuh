@@ -273,8 +273,11 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
         }
         // this warp is done with the stage (its MMAs waited for, its weight words and sums read): it refills its own
         // weight slot, and the last of the 8 warps to get here the x chunk (released[i] counts on: the next use's
-        // arrivals come only after that copy has landed)
+        // arrivals come only after that copy has landed). "Its": every lane's, hence the __syncwarp before lane 0
+        // speaks for the warp (the lanes of a warp need not run in step: the host simulator, tests/engine/cuda/
+        // hostsim, ran them apart and caught lanes reading the slice sums of a stage lane 0 had already released).
         if (u + S < u1) {
+            __syncwarp();
             fill_w(u + S);
             if (lane == 0) {
                 __threadfence_block();  // release this warp's reads of the stage; acquire the others' below
