@@ -189,7 +189,7 @@ __device__ __forceinline__ void delta_body(const float* __restrict__ conv_out, c
     constexpr uint32_t STATE = DK * DK * 4;    // bytes of one head's state
     __shared__ float qs[DK], ks[DK], part_kv[4][DK], part_o[4][DK], red[3 * W];
     __shared__ __align__(16) float ov[DK];  // read back as float4 quads
-    extern __shared__ __align__(128) float delta_state[];  // [2][DK][DK], then the two buffers' mbarriers
+    DYNAMIC_SMEM_AS(float, delta_state);  // [2][DK][DK], then the two buffers' mbarriers
     pdl_launch_dependents();
     const int t = threadIdx.x, j = t % DK, g = t / DK, G = gridDim.x;
     const float* kg = ks + g * ROWS;

@@ -13,8 +13,9 @@ __device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepc
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
 // ---- Shared memory, mbarriers and bulk copies ----
-// The block's dynamic shared memory as the byte array `name` (128-byte aligned).
-#define DYNAMIC_SMEM(name) extern __shared__ __align__(128) uint8_t name[]
+// The block's dynamic shared memory as the array `name` of T (128-byte aligned).
+#define DYNAMIC_SMEM_AS(T, name) extern __shared__ __align__(128) T name[]
+#define DYNAMIC_SMEM(name) DYNAMIC_SMEM_AS(uint8_t, name)
 __device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ uint32_t dynamic_smem_size() {
     uint32_t n;

@@ -1,14 +1,27 @@
-"""GPU fixtures: the kernel table, a stream, and host<->device helpers for kernel-level tests."""
+"""GPU fixtures: the kernel table, a stream, and host<->device helpers for kernel-level tests, on the GPU or on the
+host simulator (tests/engine/cuda/hostsim): a kernel-level test module parametrizes `gpu` with BACKENDS and runs
+everywhere, its "sim" cases on any machine with g++ (CI's included), its "cuda" cases (marked gpu) on the GPU."""
 
 from __future__ import annotations
+
+import shutil
 
 import numpy as np
 import pytest
 
+BACKENDS = [pytest.param("cuda", marks=pytest.mark.gpu), pytest.param("sim", marks=pytest.mark.hostsim)]
+
 
 @pytest.fixture(scope="session")
-def gpu():
-    """(KernelTable, stream, helpers) on the primary context; only GPU tests request it."""
+def gpu(request):
+    """(KernelTable, stream, helpers): on the primary context ("cuda", the default), or the simulator's ("sim",
+    through `pytest.mark.parametrize("gpu", BACKENDS, indirect=True)`)."""
+    if getattr(request, "param", "cuda") == "sim":
+        if shutil.which("g++") is None:
+            pytest.skip("the host simulator needs g++")
+        from .hostsim.device import SimGpu
+
+        return SimGpu()
     from qtui.engine.cuda import driver as drv
     from qtui.engine.cuda.kernels import KernelTable
 
@@ -17,6 +30,8 @@ def gpu():
 
 
 class Gpu:
+    simulated = False
+
     def __init__(self, kt, stream) -> None:
         from qtui.engine.cuda import driver as drv
 

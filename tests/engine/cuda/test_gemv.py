@@ -9,15 +9,20 @@ import pytest
 from qtui.engine.cuda import kernels, repack, splitfmt
 from qtui.engine.cuda.kernels import GEMV_TYPES, MMA_TYPES, mma_blocks_per_group, mma_groups
 
+from .conftest import BACKENDS
 from .quantdata import random_weight
 
-pytestmark = pytest.mark.gpu
+pytestmark = pytest.mark.parametrize("gpu", BACKENDS, indirect=True)  # on the GPU and on the host simulator
 
 # Integer-quant types (tensor cores, ptx/mma.cuh): activations enter as bf16 hi + lo (<= 2^-16 relative per
 # value, ~3e-6 normwise on random data) plus float32 sums; float types: float32 FMA over the same split
 # activations. 1e-5 leaves room and still fails any wrong index, scale, min or nibble (errors of order 1).
 GEMV_REL_TOL = 1e-5
 ROW_COUNTS = list(range(1, 65)) + [65, 100, 129, 256]  # every decode step size, then prefill chunks (passes)
+# On the host simulator: every kind of launch (token tiles 1, 2, 4, their edges, the GEMM from GEMM_MIN_ROWS rows,
+# two passes) on fewer rows and tiles: the GPU's sizes take hours on 2 cores.
+SIM_ROW_COUNTS = [1, 2, 8, 9, 16, 17, 32, 33, 64, 70]
+SIM_MAX_ROWS_OUT = 160
 
 
 def _weight(gpu, qtype, n_out, n_in, rng):
@@ -88,9 +93,11 @@ def test_every_row_count_is_bitwise_the_single_row(gpu, qtype, n_out, n_in, seri
     monkeypatch.setattr(kernels, "GEMM_DECODE_MIN_UNITS", 0)
     if serial:
         monkeypatch.setattr(kernels, "MMA_SERIAL_MIN_FILL", 0.0)
+    row_counts = SIM_ROW_COUNTS if gpu.simulated else ROW_COUNTS
+    n_out = min(n_out, SIM_MAX_ROWS_OUT) if gpu.simulated else n_out
     rng = np.random.default_rng()
     w, _ = _weight(gpu, qtype, n_out, n_in, rng)
-    top = ROW_COUNTS[-1]
+    top = row_counts[-1]
     x = rng.standard_normal((top, n_in), dtype=np.float32) * rng.uniform(0.1, 10, (top, 1)).astype(np.float32)
     single = np.empty((top, n_out), np.float32)
     for i in range(top):
@@ -102,7 +109,7 @@ def test_every_row_count_is_bitwise_the_single_row(gpu, qtype, n_out, n_in, seri
     gemm_blocks = [kernels.GEMM_RESIDENT_BLOCKS]
     if qtype in MMA_TYPES:
         gemm_blocks += [int(b) for b in rng.choice(np.arange(1, 140), 2, replace=False)]
-    for m in ROW_COUNTS:
+    for m in row_counts:
         for blocks in gemm_blocks if m >= kernels.GEMM_MIN_ROWS else gemm_blocks[:1]:
             monkeypatch.setattr(kernels, "GEMM_RESIDENT_BLOCKS", blocks)  # the others: units shared out, cuts
             monkeypatch.setattr(kernels, "GEMM_CUT_UNITS", 10 if blocks == gemm_blocks[0] else -(10**6))

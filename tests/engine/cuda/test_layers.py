@@ -9,7 +9,9 @@ from qtui.engine import ops
 from qtui.engine.cuda import splitfmt
 from qtui.engine.cuda.kernels import ATTN_PIECE
 
-pytestmark = pytest.mark.gpu
+from .conftest import BACKENDS
+
+pytestmark = pytest.mark.parametrize("gpu", BACKENDS, indirect=True)  # on the GPU and on the host simulator
 F64 = np.float64
 # Single ops in float32 against float64: a few ulp, plus exp/rsqrt approximations: 1e-5 relative (normwise).
 LAYER_REL_TOL = 1e-5

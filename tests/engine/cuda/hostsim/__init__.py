@@ -1,116 +1,119 @@
-"""The host simulator of the tensor-core kernels: ptx/mma.cuh's GEMV warp (mma_warp) and embedding lookup and
-ptx/gemm.cuh's 64-token GEMM (gemm_stage_x + gemm_body) compiled by g++ for the CPU (kernel_sim.cpp, with
-cuda_host.h standing in for CUDA, block.h running each thread block as fibers, and isa_host.h for ptx/isa.cuh's
-inline PTX), so that the kernels' per-thread arithmetic is checked against gguf.quants on machines without a GPU,
-CI's included.
+"""The host simulator: every kernel of ptx/*.cu compiled by g++ for the CPU and launched by name on host memory,
+so that the kernel-level GPU tests run on machines without a GPU (CI's included; device.py's SimGpu is their
+`gpu` fixture there). cuda_host.h stands in for CUDA's language and intrinsics, block.h runs each thread block
+(each thread-block cluster) as fibers, isa_host.h is the C++ twin of ptx/isa.cuh's inline PTX (the MMAs as exact
+sums, wgmma asynchronous, mbarriers and bulk copies), launch.h and sim_lib.cpp make the launchable library.
 
-Built once per content of its sources and the kernel headers (a cache under the temp dir); `defines` builds a
-variant (e.g. ("MMA_RING=0",) for the GEMV without its shared-memory ring)."""
+It checks what the kernels compute, index and synchronize, per thread; not the tensor cores' rounding inside one
+MMA (here an exact sum, rounded once), nor timing.
+
+Built once per content of its sources and the kernels (a cache under the temp dir), loaded once per process;
+`defines` builds a variant (e.g. ("MMA_RING=0",): the GEMV without its shared-memory ring), `ptx_dir` and `only`
+another copy of the kernels (the simulator's own tests: a mutated kernel must fail)."""
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-
-import numpy as np
 
 HERE = Path(__file__).resolve().parent
 PTX_DIR = HERE.parents[3] / "ptx"
-CXX_FLAGS = ["-std=c++20", "-O1", "-pthread", "-ffp-contract=off", "-Wno-unknown-pragmas", "-DQTUI_HOSTSIM"]
+# -fno-strict-aliasing: CUDA code reads registers through reinterpret_cast (nvcc allows it, g++ -O2 would not);
+# -ffp-contract=off: no fused multiply-add the source does not write; -U_FORTIFY_SOURCE: the fibers switch
+# stacks by _longjmp, which the fortified longjmp would refuse.
+CXX_FLAGS = [
+    "-std=c++20",
+    "-O2",
+    "-pthread",
+    "-ffp-contract=off",
+    "-fno-strict-aliasing",
+    "-Wno-unknown-pragmas",
+    "-U_FORTIFY_SOURCE",
+    "-DQTUI_HOSTSIM",
+]
+_KERNEL = re.compile(r'extern\s+"C"\s+void\s+(\w+)\s*\(')
 
 
 class Unavailable(RuntimeError):
     """No C++ compiler here."""
 
 
-def _sources() -> list[Path]:
-    return sorted([*HERE.glob("*.h"), *HERE.glob("*.cpp"), *HERE.glob("include/*.h"), *PTX_DIR.glob("*.cuh")])
-
-
-def binary(defines: tuple[str, ...] = ()) -> Path:
-    """The simulator's executable for these -D defines, compiled if this content was not built before."""
+def _cxx() -> str:
     cxx = shutil.which("g++")
     if cxx is None:
         raise Unavailable("g++ not found")
-    key = hashlib.sha256()
-    for part in [*CXX_FLAGS, *defines]:
-        key.update(part.encode() + b"\0")
-    for src in _sources():
-        key.update(src.name.encode() + b"\0" + src.read_bytes())
-    out_dir = Path(tempfile.gettempdir()) / "qtui-hostsim" / key.hexdigest()[:16]
-    exe = out_dir / "kernel_sim"
-    if exe.exists():
-        return exe
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir / f"kernel_sim.{os.getpid()}"
-    cmd = [cxx, *CXX_FLAGS, *(f"-D{d}" for d in defines), "-include", str(HERE / "cuda_host.h")]
-    cmd += ["-I", str(HERE / "include"), "-I", str(PTX_DIR), str(HERE / "kernel_sim.cpp"), "-o", str(tmp)]
+    return cxx
+
+
+def _flags(defines: tuple[str, ...], ptx_dir: Path) -> list[str]:
+    return [*CXX_FLAGS, *(f"-D{d}" for d in defines), "-include", str(HERE / "cuda_host.h")] + [
+        f"-I{d}" for d in (HERE / "include", HERE, ptx_dir)
+    ]
+
+
+def _compile(cmd: list[str]) -> None:
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
-        raise RuntimeError(f"hostsim build failed:\n{done.stderr[-4000:]}")
-    tmp.replace(exe)  # atomic: a concurrent build of the same content ends the same
-    return exe
+        raise RuntimeError(f"hostsim build failed: {' '.join(cmd[-3:])}\n{done.stderr[-4000:]}")
 
 
-def _run(args: list[str], defines: tuple[str, ...]) -> None:
-    done = subprocess.run([str(binary(defines)), *args], capture_output=True, text=True)
+def kernel_names(cu: Path, defines: tuple[str, ...] = ()) -> list[str]:
+    """The extern "C" kernels a .cu file defines (its text after the preprocessor: macros expanded)."""
+    cmd = [_cxx(), *_flags(defines, cu.parent), "-x", "c++", "-E", str(cu)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
-        raise RuntimeError(f"kernel_sim {' '.join(args[:8])} failed ({done.returncode}): {done.stderr[-2000:]}")
+        raise RuntimeError(f"hostsim: preprocessing {cu.name} failed\n{done.stderr[-4000:]}")
+    return sorted(set(_KERNEL.findall(done.stdout)))
 
 
-def gemv(
-    qtype: str,
-    tiles: np.ndarray,
-    n_out: int,
-    n_in: int,
-    xs: np.ndarray,
-    xsum: np.ndarray,
-    m: int,
-    nt: int,
-    parts: int = 1,
-    serial: bool = False,
-    defines: tuple[str, ...] = (),
-) -> np.ndarray:
-    """y [m][n_out] float32 of the repacked weight `tiles` times the split rows (xs, xsum): every 16-row tile and
-    token pass of nt tiles, K in `parts` parts (one warp each, added in order, or one warp walking them: serial)."""
-    with tempfile.TemporaryDirectory() as d:
-        paths = [os.path.join(d, n) for n in ("tiles", "xs", "xsum", "y")]
-        for arr, path, dt in zip((tiles, xs, xsum), paths, (np.uint8, np.uint32, np.float32), strict=False):
-            np.ascontiguousarray(arr, dt).tofile(path)
-        _run(["gemv", qtype, str(n_out), str(n_in), str(m), str(nt), str(parts), str(int(serial)), *paths], defines)
-        return np.fromfile(paths[3], np.float32).reshape(m, n_out)
+_LIBS: dict[tuple, ctypes.CDLL] = {}
 
 
-def gemm(
-    qtype: str,
-    tiles: np.ndarray,
-    n_out: int,
-    n_in: int,
-    xs: np.ndarray,
-    xsum: np.ndarray,
-    m: int,
-    parts: int = 1,
-    blocks: int = 1,
-    defines: tuple[str, ...] = (),
-) -> np.ndarray:
-    """The same y by the 64-token GEMM (stager + gemm_body) on `blocks` blocks, K in `parts` parts."""
-    with tempfile.TemporaryDirectory() as d:
-        paths = [os.path.join(d, n) for n in ("tiles", "xs", "xsum", "y")]
-        for arr, path, dt in zip((tiles, xs, xsum), paths, (np.uint8, np.uint32, np.float32), strict=False):
-            np.ascontiguousarray(arr, dt).tofile(path)
-        _run(["gemm", qtype, str(n_out), str(n_in), str(m), str(parts), str(blocks), *paths], defines)
-        return np.fromfile(paths[3], np.float32).reshape(m, n_out)
-
-
-def embed(qtype: str, tiles: np.ndarray, n_out: int, n_in: int, tokens: np.ndarray, defines: tuple[str, ...] = ()):
-    """Rows `tokens` of the repacked weight, dequantized by the embedding kernel's body: float32 [len][n_in]."""
-    with tempfile.TemporaryDirectory() as d:
-        paths = [os.path.join(d, n) for n in ("tiles", "tokens", "out")]
-        np.ascontiguousarray(tiles, np.uint8).tofile(paths[0])
-        np.ascontiguousarray(tokens, np.int32).tofile(paths[1])
-        _run(["embed", qtype, str(n_out), str(n_in), str(len(tokens)), *paths], defines)
-        return np.fromfile(paths[2], np.float32).reshape(len(tokens), n_in)
+def library(defines: tuple[str, ...] = (), ptx_dir: Path = PTX_DIR, only: tuple[str, ...] = ()) -> ctypes.CDLL:
+    """The kernels of ptx_dir/*.cu (or of the files named in `only`) for the CPU: sim_lib.cpp's qtui_sim_launch."""
+    units = [ptx_dir / f for f in only] if only else sorted(ptx_dir.glob("*.cu"))
+    key = (defines, str(ptx_dir), only)
+    if key in _LIBS:
+        return _LIBS[key]
+    digest = hashlib.sha256()
+    for part in [*CXX_FLAGS, *defines, *only]:
+        digest.update(part.encode() + b"\0")
+    sources = [*HERE.glob("*.h"), *HERE.glob("*.cpp"), *HERE.glob("include/*.h"), *ptx_dir.glob("*.cuh"), *units]
+    for src in sorted(sources):
+        digest.update(src.name.encode() + b"\0" + src.read_bytes())
+    out_dir = Path(tempfile.gettempdir()) / "qtui-hostsim" / digest.hexdigest()[:16]
+    so = out_dir / "libqtui_sim.so"
+    if not so.exists():
+        out_dir.mkdir(parents=True, exist_ok=True)
+        flags = [*_flags(defines, ptx_dir), "-fPIC", "-c"]
+        objects = [out_dir / "sim_lib.o"]
+        jobs = [[_cxx(), *flags, str(HERE / "sim_lib.cpp"), "-o", str(objects[0])]]
+        for cu in units:  # one object per kernel file: each registers its kernels by name (launch.h)
+            wrapper = out_dir / f"sim_{cu.stem}.cpp"
+            lines = [
+                f'#include "{cu}"',
+                '#include "launch.h"',
+                *(f"SIM_KERNEL({k})" for k in kernel_names(cu, defines)),
+            ]
+            wrapper.write_text("\n".join(lines) + "\n")
+            objects.append(out_dir / f"sim_{cu.stem}.o")
+            jobs.append([_cxx(), *flags, str(wrapper), "-o", str(objects[-1])])
+        with ThreadPoolExecutor(os.cpu_count() or 2) as pool:
+            list(pool.map(_compile, jobs))
+        tmp = out_dir / f"libqtui_sim.{os.getpid()}.so"
+        _compile([_cxx(), "-shared", "-pthread", *map(str, objects), "-o", str(tmp)])
+        tmp.replace(so)  # atomic: a concurrent build of the same content ends the same
+    lib = ctypes.CDLL(str(so))
+    lib.qtui_sim_launch.restype = ctypes.c_int
+    lib.qtui_sim_launch.argtypes = [ctypes.c_char_p, *[ctypes.c_uint] * 3, ctypes.c_int, ctypes.c_uint, ctypes.c_int]
+    lib.qtui_sim_launch.argtypes += [ctypes.c_void_p]
+    lib.qtui_sim_error.restype = ctypes.c_char_p
+    _LIBS[key] = lib
+    return lib

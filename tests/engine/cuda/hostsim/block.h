@@ -1,21 +1,30 @@
-// One thread block on the host: every CUDA thread a fiber (ucontext) on one OS thread, switched only where the
-// code meets its block, warp or warpgroup (__syncthreads, __syncwarp, shuffles, MMAs). The schedule is round
-// robin and deterministic, and a barrier some thread never reaches is reported (abort) instead of hanging. Blocks
-// of a grid run one after another: the kernels simulated here never wait for another block (their cross-block
-// handshakes are counters whose last arrival does the work).
+// Thread blocks on the host: every CUDA thread a fiber on one OS thread (made by makecontext, switched by
+// _setjmp/_longjmp: no signal-mask system call per switch), switched only where the code
+// meets its block, warp, warpgroup or cluster (__syncthreads, __syncwarp, shuffles, MMAs, mbarrier waits, cluster
+// barriers). The schedule is round robin and deterministic, and a wait nobody will end is reported (abort)
+// instead of hanging. The blocks of one thread-block cluster run together (their threads interleave); clusters,
+// and blocks launched without one, run one after another: no kernel here waits for a block outside its cluster
+// (their cross-block handshakes are counters whose last arrival does the work).
 #pragma once
+#include <setjmp.h>
+#include <sys/mman.h>
 #include <ucontext.h>
 
 #include <array>
 #include <functional>
 #include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
+struct SimCluster;
 struct SimBlock {
     struct Thread {
-        ucontext_t ctx;
-        int wait = -1;  // the barrier it waits at
-        bool done = false;
+        ucontext_t ctx;  // its start
+        jmp_buf jb;      // where it left off
+        int wait = -1;   // the barrier it waits at (CLUSTER_BAR: the cluster's)
+        bool started = false, done = false;
     };
     struct Barrier {
         int size = 0, arrived = 0;
@@ -24,16 +33,7 @@ struct SimBlock {
         int count = 0, arrived = 0;
         unsigned phases = 0;
     };
-    int n = 0, cur = -1;
-    std::vector<Thread> th;
-    std::vector<Barrier> bars;  // 0: the block; 1 + w: warp w; 1 + warps + q: warpgroup q
-    ucontext_t sched;
-    std::map<uint32_t, Mbarrier> mbars;  // by shared-memory address
-    long progress = 0;                   // arrivals and exits so far (a sweep without any: deadlock)
-    const std::function<void()>* body = nullptr;
-    uint8_t* smem = nullptr;  // dynamic shared memory
-    uint32_t smem_bytes = 0;
-    // a thread's wgmmas issued and not yet waited for, and its commit groups so far (isa_host.h)
+    // a thread's wgmmas issued and not yet waited for (isa_host.h)
     struct Wgmma {
         float* d;
         bool acc;
@@ -42,23 +42,54 @@ struct SimBlock {
         std::array<uint32_t, 4> a;
         int group;
     };
+    dim3 idx;
+    int n = 0, cur = -1, rank = 0;  // threads, the running one, rank in the cluster
+    std::vector<Thread> th;
+    std::vector<Barrier> bars;  // 0: the block; 1 + w: warp w; 1 + warps + q: warpgroup q
+    std::map<uint32_t, Mbarrier> mbars;  // by shared-memory address
+    std::vector<uint8_t> smem_store;
+    uint8_t* smem = nullptr;  // dynamic shared memory
+    uint32_t smem_bytes = 0;
     std::vector<std::vector<Wgmma>> wgmma;
-    std::vector<int> commits;
-    // what the threads of a warp or warpgroup hand each other (MMA operands, shuffled words), by thread
+    std::vector<int> commits;  // commit groups so far, by thread
+    // what the threads of a warp or warpgroup hand each other (MMA operands, shuffled values), by thread
     std::vector<std::array<uint32_t, 4>> a;
     std::vector<std::array<uint32_t, 2>> b;
-    std::vector<uint32_t> word;
+    // an MMA's product, computed once by the first thread of the warp (warpgroup) past its operand barrier
+    struct Product {
+        bool ready = false;
+        std::vector<double> d;  // mma.sync: [16][8]; wgmma: one [64][64] per op completed by the wait
+    };
+    std::vector<Product> warp_product, group_product;
+};
+struct SimCluster {
+    std::vector<std::unique_ptr<SimBlock>> blocks;
+    SimBlock::Barrier bar;  // barrier.cluster over every thread of every block
+    jmp_buf sched;      // the scheduler (run_cluster), where a fiber returns to
+    long progress = 0;  // arrivals and exits so far (a sweep without any: deadlock)
+    const std::function<void()>* body = nullptr;
 };
 inline SimBlock* g_block = nullptr;
+inline SimCluster* g_cluster = nullptr;
+inline std::string g_trap;  // why the running launch failed (__trap in a thread, or a deadlock)
+constexpr int CLUSTER_BAR = -2;
 
 inline int sim_tid() { return g_block->cur; }
 inline int sim_warp_bar(int tid) { return 1 + tid / 32; }
 inline int sim_group_bar(int tid) { return 1 + (g_block->n + 31) / 32 + tid / 128; }
 
-// Arrive at barrier `id`; return once every thread of it has arrived.
+// Back to the scheduler; returns when the scheduler runs this thread again.
+inline void sim_switch_out() {
+    if (!_setjmp(g_block->th[g_block->cur].jb)) _longjmp(g_cluster->sched, 1);
+}
+inline void sim_wait_here(int id) {
+    g_block->th[g_block->cur].wait = id;
+    sim_switch_out();
+}
+// Arrive at barrier `id` of the block; return once every thread of it has arrived.
 inline void sim_sync(int id) {
     SimBlock& B = *g_block;
-    B.progress++;
+    g_cluster->progress++;
     SimBlock::Barrier& bar = B.bars[id];
     if (++bar.arrived == bar.size) {
         bar.arrived = 0;
@@ -66,28 +97,36 @@ inline void sim_sync(int id) {
             if (t.wait == id) t.wait = -1;
         return;
     }
-    B.th[B.cur].wait = id;
-    swapcontext(&B.th[B.cur].ctx, &B.sched);
+    sim_wait_here(id);
 }
-
+// Arrive at the cluster's barrier (every thread of every block of the cluster).
+inline void sim_cluster_sync() {
+    SimCluster& C = *g_cluster;
+    C.progress++;
+    if (++C.bar.arrived == C.bar.size) {
+        C.bar.arrived = 0;
+        for (auto& b : C.blocks)
+            for (auto& t : b->th)
+                if (t.wait == CLUSTER_BAR) t.wait = -1;
+        return;
+    }
+    sim_wait_here(CLUSTER_BAR);
+}
 // Let the other threads run (a thread polling for something another thread or a copy will do).
-inline void sim_yield() {
-    SimBlock& B = *g_block;
-    swapcontext(&B.th[B.cur].ctx, &B.sched);
-}
+inline void sim_yield() { sim_switch_out(); }
 
 inline void __syncthreads() { sim_sync(0); }
 inline void __syncwarp(unsigned = 0xffffffffu) { sim_sync(sim_warp_bar(sim_tid())); }
 
 template <class T>
-inline T sim_shuffle(T v, int src_lane) {
-    static_assert(sizeof(T) == 4, "32-bit shuffles");
+inline T sim_shuffle(T v, int src_lane) {  // 32- and 64-bit values (a 64-bit shuffle is two on the GPU)
+    static_assert(sizeof(T) == 4 || sizeof(T) == 8, "32- or 64-bit shuffles");
     SimBlock& B = *g_block;
     const int tid = sim_tid(), base = tid & ~31;
-    memcpy(&B.word[tid], &v, 4);
+    memcpy(&B.a[tid], &v, sizeof(T));
     __syncwarp();
     T r;
-    memcpy(&r, &B.word[base + (src_lane & 31)], 4);
+    memcpy(&r, &B.a[base + (src_lane & 31)], sizeof(T));
     __syncwarp();
     return r;
 }
@@ -99,75 +138,134 @@ template <class T>
 inline T __shfl_sync(unsigned, T v, int src) {
     return sim_shuffle(v, src);
 }
-inline int atomicAdd(int* p, int v) {  // one OS thread: nothing interleaves
-    const int old = *p;
-    *p += v;
+template <class T, class U>
+inline T atomicAdd(T* p, U v) {  // one OS thread: nothing interleaves
+    const T old = *p;
+    *p += (T)v;
     return old;
 }
 inline void __threadfence_block() {}
 inline void __threadfence() {}
 
-inline void sim_entry(int tid) {
-    (*g_block->body)();
-    if (!g_block->wgmma[tid].empty()) {
-        std::fprintf(stderr, "hostsim: thread %d exits with %zu wgmmas not waited for\n", tid, g_block->wgmma[tid].size());
-        std::abort();
-    }
-    g_block->th[tid].done = true;  // then uc_link: back to the scheduler
-    g_block->progress++;
+inline void sim_entry(int b, int tid) {
+    (*g_cluster->body)();
+    SimBlock& B = *g_cluster->blocks[b];
+    if (!B.wgmma[tid].empty()) __trap();  // it exits with wgmmas not waited for
+    B.th[tid].done = true;
+    g_cluster->progress++;
+    _longjmp(g_cluster->sched, 1);  // never returns: the scheduler goes on
 }
 
-// Run `body` as block `block` of `grid` with `threads` threads (1-D) and `smem_bytes` of zeroed dynamic shared
-// memory.
-inline void run_block(const std::function<void()>& body, dim3 block, dim3 grid, int threads, uint32_t smem_bytes) {
-    constexpr size_t STACK = 128 * 1024;
-    static std::vector<std::vector<char>> stacks;  // kept from block to block
-    SimBlock B;
-    B.n = threads;
-    B.th.resize(threads);
+// Fiber stacks, kept from launch to launch: 256 KB each below a guard page (an overflow faults, never corrupts).
+inline char* sim_stack(size_t i) {
+    constexpr size_t STACK = 256 * 1024, GUARD = 4096;
+    static std::vector<char*> stacks;
+    while (stacks.size() <= i) {
+        void* p = mmap(nullptr, STACK + GUARD, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED || mprotect(p, GUARD, PROT_NONE) != 0) std::perror("hostsim stack"), std::abort();
+        stacks.push_back(static_cast<char*>(p) + GUARD);
+    }
+    return stacks[i];
+}
+
+// A thread's __trap(): the launch ends (run_cluster throws SimError from the scheduler, never from a fiber).
+struct SimError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+[[noreturn]] inline void __trap() {
+    char what[128];
+    std::snprintf(what, sizeof what, "__trap() in thread %d of block (%u, %u, %u)", g_block->cur, g_block->idx.x,
+                  g_block->idx.y, g_block->idx.z);
+    g_trap = what;
+    _longjmp(g_cluster->sched, 1);
+}
+
+// Run `body` (the kernel, for the current thread) as the blocks `first`, first + 1 .. (along x) of `grid`, one
+// cluster, `threads` threads each (1-D), each with `smem_bytes` of zeroed dynamic shared memory.
+inline void run_cluster(const std::function<void()>& body, dim3 first, int n_blocks, dim3 grid, int threads,
+                        uint32_t smem_bytes) {
+    SimCluster C;
+    C.body = &body;
+    C.bar.size = n_blocks * threads;
     const int warps = (threads + 31) / 32, groups = (threads + 127) / 128;
-    B.bars.resize(1 + warps + groups);
-    B.bars[0].size = threads;
-    for (int w = 0; w < warps; w++) B.bars[1 + w].size = threads - 32 * w < 32 ? threads - 32 * w : 32;
-    for (int q = 0; q < groups; q++) B.bars[1 + warps + q].size = threads - 128 * q < 128 ? threads - 128 * q : 128;
-    B.a.resize(threads), B.b.resize(threads), B.word.resize(threads);
-    B.wgmma.resize(threads), B.commits.assign(threads, 0);
-    std::vector<uint8_t> smem(smem_bytes + 128, 0);
-    B.smem = smem.data() + (128 - (uintptr_t)smem.data() % 128) % 128;
-    B.smem_bytes = smem_bytes;
-    B.body = &body;
-    while (stacks.size() < (size_t)threads) stacks.emplace_back(STACK);
-    for (int i = 0; i < threads; i++) {
-        getcontext(&B.th[i].ctx);
-        B.th[i].ctx.uc_stack.ss_sp = stacks[i].data();
-        B.th[i].ctx.uc_stack.ss_size = STACK;
-        B.th[i].ctx.uc_link = &B.sched;
-        makecontext(&B.th[i].ctx, (void (*)())sim_entry, 1, i);
-    }
-    SimBlock* outer = g_block;
-    g_block = &B;
-    blockIdx = block, gridDim = grid, blockDim = {(unsigned)threads, 1, 1};
-    for (int live = threads; live > 0;) {
-        const long before = B.progress;
-        bool ran = false;
+    for (int r = 0; r < n_blocks; r++) {
+        auto B = std::make_unique<SimBlock>();
+        B->idx = {first.x + r, first.y, first.z};
+        B->n = threads, B->rank = r;
+        B->th.resize(threads);
+        B->bars.resize(1 + warps + groups);
+        B->bars[0].size = threads;
+        for (int w = 0; w < warps; w++) B->bars[1 + w].size = threads - 32 * w < 32 ? threads - 32 * w : 32;
+        for (int q = 0; q < groups; q++) B->bars[1 + warps + q].size = threads - 128 * q < 128 ? threads - 128 * q : 128;
+        B->a.resize(threads), B->b.resize(threads);
+        B->warp_product.resize(warps), B->group_product.resize(groups);
+        B->wgmma.resize(threads), B->commits.assign(threads, 0);
+        B->smem_store.assign(smem_bytes + 128, 0);
+        B->smem = B->smem_store.data() + (128 - (uintptr_t)B->smem_store.data() % 128) % 128;
+        B->smem_bytes = smem_bytes;
         for (int i = 0; i < threads; i++) {
-            SimBlock::Thread& t = B.th[i];
-            if (t.done || t.wait >= 0) continue;
-            B.cur = i;
-            threadIdx = {(unsigned)i, 0, 0};
-            swapcontext(&B.sched, &t.ctx);
-            ran = true;
-            live -= t.done;
+            ucontext_t& ctx = B->th[i].ctx;
+            getcontext(&ctx);
+            ctx.uc_stack.ss_sp = sim_stack((size_t)r * threads + i);
+            ctx.uc_stack.ss_size = 256 * 1024;
+            ctx.uc_link = nullptr;  // sim_entry never returns
+            makecontext(&ctx, (void (*)())sim_entry, 2, r, i);
         }
-        if (!ran || B.progress == before) {  // all wait at barriers, or only poll for what nobody will do
-            std::fprintf(stderr, "hostsim: deadlock in block (%u, %u, %u):", block.x, block.y, block.z);
-            for (size_t id = 0; id < B.bars.size(); id++)
-                if (B.bars[id].arrived) std::fprintf(stderr, " barrier %zu has %d of %d;", id, B.bars[id].arrived, B.bars[id].size);
-            for (const auto& [at, mb] : B.mbars)
-                std::fprintf(stderr, " mbarrier @%u: %d of %d, %u phases done;", at, mb.arrived, mb.count, mb.phases);
-            std::fprintf(stderr, "\n");
-            std::abort();
+        C.blocks.push_back(std::move(B));
+    }
+    SimCluster* outer_c = g_cluster;
+    SimBlock* outer_b = g_block;
+    g_cluster = &C;
+    gridDim = grid, blockDim = {(unsigned)threads, 1, 1};
+    for (long live = (long)n_blocks * threads; live > 0;) {
+        const long before = C.progress;
+        bool ran = false;
+        for (auto& B : C.blocks) {
+            for (int i = 0; i < threads; i++) {
+                SimBlock::Thread& t = B->th[i];
+                if (t.done || t.wait != -1) continue;
+                g_block = B.get();
+                B->cur = i;
+                threadIdx = {(unsigned)i, 0, 0}, blockIdx = B->idx;
+                if (!_setjmp(C.sched)) {
+                    if (t.started) _longjmp(t.jb, 1);
+                    t.started = true;
+                    setcontext(&t.ctx);
+                }
+                ran = true;
+                live -= t.done;
+                if (!g_trap.empty()) break;
+            }
+            if (!g_trap.empty()) break;
+        }
+        if (g_trap.empty() && (!ran || C.progress == before)) {  // all wait, or only poll for what nobody will do
+            std::string what = "deadlock in the cluster of block (" + std::to_string(first.x) + ", " +
+                               std::to_string(first.y) + ", " + std::to_string(first.z) + "):";
+            for (auto& B : C.blocks) {
+                for (size_t id = 0; id < B->bars.size(); id++)
+                    if (B->bars[id].arrived)
+                        what += " block " + std::to_string(B->rank) + " barrier " + std::to_string(id) + " has " +
+                                std::to_string(B->bars[id].arrived) + " of " + std::to_string(B->bars[id].size) + ";";
+                for (const auto& [at, mb] : B->mbars)
+                    what += " block " + std::to_string(B->rank) + " mbarrier @" + std::to_string(at) + ": " +
+                            std::to_string(mb.arrived) + " of " + std::to_string(mb.count) + ", " +
+                            std::to_string(mb.phases) + " phases done;";
+            }
+            g_trap = what + " cluster barrier " + std::to_string(C.bar.arrived) + " of " + std::to_string(C.bar.size);
+        }
+        if (!g_trap.empty()) {
+            g_cluster = outer_c, g_block = outer_b;
+            const std::string what = g_trap;
+            g_trap.clear();
+            throw SimError(what);
         }
     }
-    g_block = outer;
+    g_cluster = outer_c, g_block = outer_b;
+}
+
+// A whole launch: clusters of `cluster` blocks along x (1: every block alone), in grid order.
+inline void run_grid(const std::function<void()>& body, dim3 grid, int threads, uint32_t smem_bytes, int cluster = 1) {
+    for (unsigned z = 0; z < grid.z; z++)
+        for (unsigned y = 0; y < grid.y; y++)
+            for (unsigned x = 0; x < grid.x; x += cluster) run_cluster(body, {x, y, z}, cluster, grid, threads, smem_bytes);
 }

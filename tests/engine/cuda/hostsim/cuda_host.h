@@ -51,12 +51,19 @@ inline int min(int a, int b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }
 inline long long min(long long a, long long b) { return a < b ? a : b; }
 
-[[noreturn]] inline void __trap() {
-    std::fprintf(stderr, "hostsim: __trap() in lane %u\n", threadIdx.x);
-    std::abort();
-}
+[[noreturn]] inline void __trap();  // block.h: ends the launch with an error
 
 // ---- bits and 16-bit floats ----
+inline float __int_as_float(int i) {
+    float f;
+    memcpy(&f, &i, 4);
+    return f;
+}
+inline int __float_as_int(float f) {
+    int i;
+    memcpy(&i, &f, 4);
+    return i;
+}
 inline float __uint_as_float(uint32_t u) {
     float f;
     memcpy(&f, &u, 4);
@@ -112,6 +119,7 @@ inline __half __ushort_as_half(unsigned short u) { return {u}; }
 inline unsigned short __half_as_ushort(__half h) { return h.x; }
 inline float __half2float(__half h) { return (float)half_value(h.x); }
 inline __half __float2half_rn(float f) { return {half_rn(f)}; }
+inline float2 __half22float2(__half2 h) { return {__half2float(h.x), __half2float(h.y)}; }
 struct __nv_bfloat16 {
     uint16_t x;
 };
@@ -128,10 +136,16 @@ inline float2 __bfloat1622float2(__nv_bfloat162 v) { return {bf16_value_of(v.x.x
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fsqrt_rn(float a) { return std::sqrt(a); }
 
 // ---- memory ----
 template <class T>
 inline T __ldcg(const T* p) {
+    return *p;
+}
+template <class T>
+inline T __ldcs(const T* p) {
     return *p;
 }
 

@@ -8,7 +8,8 @@
 inline void pdl_launch_dependents() {}
 inline void pdl_wait() {}
 
-#define DYNAMIC_SMEM(name) uint8_t* const name = g_block->smem
+#define DYNAMIC_SMEM_AS(T, name) T* const name = reinterpret_cast<T*>(g_block->smem)
+#define DYNAMIC_SMEM(name) DYNAMIC_SMEM_AS(uint8_t, name)
 inline uint32_t smem_u32(const void* p) { return (uint32_t)((const uint8_t*)p - g_block->smem); }
 inline uint32_t dynamic_smem_size() { return g_block->smem_bytes; }
 // mbarriers: a phase completes when its expected arrivals are in (a bulk copy's bytes land at once, so its
@@ -24,7 +25,7 @@ inline void mbar_init(uint32_t bar) { mbar_init_count(bar, 1); }
 inline void mbar_init_fence() {}
 inline void mbar_arrive(uint32_t bar) {
     SimBlock::Mbarrier& mb = sim_mbar(bar);
-    g_block->progress++;
+    g_cluster->progress++;
     if (++mb.arrived == mb.count) mb.arrived = 0, mb.phases++;
 }
 inline void mbar_arrive_expect(uint32_t bar, uint32_t) { mbar_arrive(bar); }
@@ -66,38 +67,54 @@ inline uint16_t sim_half(uint32_t reg, int k) { return (uint16_t)((k & 1) ? reg 
 inline double sim_bf16(uint16_t b) { return bf16_value_of(b); }
 inline double sim_f16(uint16_t h) { return half_value(h); }  // subnormals kept (no .ftz)
 
-// A[row][k] of a 16-row A fragment set: thread base + 4 (row % 8) + (k % 8) / 2, register row / 8 + 2 (k / 8).
+// A[row][k] of the 16-row A fragments of the warp at thread `base`: thread base + 4 (row % 8) + (k % 8) / 2,
+// register row / 8 + 2 (k / 8); B[k][col] of mma.sync: thread base + 4 col + (k % 8) / 2, register k / 8.
 template <double (*VALUE)(uint16_t)>
-inline double sim_a(int base, int row, int k) {
-    return VALUE(sim_half(g_block->a[base + 4 * (row & 7) + ((k & 7) >> 1)][(row >> 3) + 2 * (k >> 3)], k));
+inline void sim_decode_a(int base, double (&A)[16][16]) {
+    for (int row = 0; row < 16; row++)
+        for (int k = 0; k < 16; k++)
+            A[row][k] = VALUE(sim_half(g_block->a[base + 4 * (row & 7) + ((k & 7) >> 1)][(row >> 3) + 2 * (k >> 3)], k));
 }
 
-// mma.sync m16n8k16, float32 accumulate: B[k][col] from thread base + 4 col + (k % 8) / 2, register k / 8.
+// mma.sync m16n8k16, float32 accumulate.
 template <double (*VALUE)(uint16_t)>
 inline void sim_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
     SimBlock& B = *g_block;
     const int tid = sim_tid(), base = tid & ~31, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    SimBlock::Product& P = B.warp_product[tid / 32];
     for (int k = 0; k < 4; k++) B.a[tid][k] = a[k];
     B.b[tid] = {b0, b1};
+    P.ready = false;
     __syncwarp();
-    for (int i = 0; i < 4; i++) {
-        const int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
-        double s = 0.0;
+    if (!P.ready) {  // the first lane past the barrier: D = A B, each element one exact sum
+        double A[16][16], Bm[16][8];
+        sim_decode_a<VALUE>(base, A);
         for (int k = 0; k < 16; k++)
-            s += sim_a<VALUE>(base, row, k) * VALUE(sim_half(B.b[base + 4 * col + ((k & 7) >> 1)][k >> 3], k));
-        c[i] = (float)((double)c[i] + s);
+            for (int col = 0; col < 8; col++) Bm[k][col] = VALUE(sim_half(B.b[base + 4 * col + ((k & 7) >> 1)][k >> 3], k));
+        P.d.assign(16 * 8, 0.0);
+        for (int row = 0; row < 16; row++)
+            for (int k = 0; k < 16; k++)
+                for (int col = 0; col < 8; col++) P.d[row * 8 + col] += A[row][k] * Bm[k][col];
+        P.ready = true;
     }
+    for (int i = 0; i < 4; i++) c[i] = (float)((double)c[i] + P.d[(g + 8 * (i >> 1)) * 8 + 2 * t + (i & 1)]);
     __syncwarp();
 }
 inline void mma_bf16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) { sim_mma<sim_bf16>(c, a, b0, b1); }
 
-// Not simulated (blocks run one after another here): clusters. The counters' atomics are plain adds.
+// The counters' atomics are plain adds (one OS thread); clusters run their blocks together (block.h).
 inline int arrive_release_acquire(int* counter) { return atomicAdd(counter, 1); }
 inline int add_release_acquire(int* counter, int k) { return atomicAdd(counter, k); }
 inline void fence_proxy_async_shared() {}
-inline uint32_t cluster_size() { return 1; }
-inline void cluster_sync() { __trap(); }
-inline float ld_cluster(const float*, uint32_t) { __trap(); }
+inline uint32_t cluster_size() { return (uint32_t)g_cluster->blocks.size(); }
+inline void cluster_sync() { sim_cluster_sync(); }
+inline float ld_cluster(const float* local, uint32_t rank) {
+    const size_t at = (size_t)((const uint8_t*)local - g_block->smem);
+    if (rank >= g_cluster->blocks.size() || at + 4 > g_block->smem_bytes) __trap();
+    float v;
+    memcpy(&v, g_cluster->blocks[rank]->smem + at, 4);
+    return v;
+}
 
 // ---- wgmma m64n64k16, A from registers (warp w of the warpgroup: rows 16 w .. 16 w + 15, mma.sync's layout),
 // B [k16][n64] in shared memory at a descriptor without swizzle, K-major: element (k, n) at start + LBO (k / 8)
@@ -119,30 +136,50 @@ inline void wgmma_wait() {
     SimBlock& B = *g_block;
     const int tid = sim_tid(), base = tid & ~127, lane = tid & 31, w = (tid & 127) >> 5, g = lane >> 2, t = lane & 3;
     std::vector<SimBlock::Wgmma>& mine = B.wgmma[tid];
+    SimBlock::Product& P = B.group_product[tid / 128];
     size_t done = 0;  // the ops of groups < commits - N: a prefix (issued in order)
     while (done < mine.size() && mine[done].group < B.commits[tid] - N) done++;
+    P.ready = false;
     sim_sync(sim_group_bar(tid));  // every thread of the warpgroup has issued the same ops
-    for (size_t o = 0; o < done; o++) {
-        const SimBlock::Wgmma& op = mine[o];
-        const uint32_t start = (uint32_t)(op.desc & 0x3FFF) << 4, lbo = (uint32_t)((op.desc >> 16) & 0x3FFF) << 4,
-                       sbo = (uint32_t)((op.desc >> 32) & 0x3FFF) << 4;
-        for (int j = 0; j < 8; j++)
-            for (int i = 0; i < 4; i++) {
-                const int row = g + 8 * (i >> 1), n = 8 * j + 2 * t + (i & 1);
-                double s = 0.0;
-                for (int k = 0; k < 16; k++) {
+    if (!P.ready) {  // the first thread past the barrier: each op's D = A B over the warpgroup's 64 rows
+        P.d.assign(done * 64 * 64, 0.0);
+        for (size_t o = 0; o < done; o++) {
+            const SimBlock::Wgmma& op = mine[o];
+            const uint32_t start = (uint32_t)(op.desc & 0x3FFF) << 4, lbo = (uint32_t)((op.desc >> 16) & 0x3FFF) << 4,
+                           sbo = (uint32_t)((op.desc >> 32) & 0x3FFF) << 4;
+            double Bm[16][64];
+            for (int k = 0; k < 16; k++)
+                for (int n = 0; n < 64; n++) {
                     const uint32_t at = start + lbo * (k >> 3) + sbo * (n >> 3) + 16 * (n & 7) + 2 * (k & 7);
                     if (at + 2 > B.smem_bytes) __trap();
                     uint16_t bits;
                     memcpy(&bits, B.smem + at, 2);
-                    const int src = base + 32 * w + 4 * (row & 7) + ((k & 7) >> 1);  // A[row][k]'s thread
-                    const SimBlock::Wgmma& theirs = B.wgmma[src][o];
-                    s += op.value(sim_half(theirs.a[(row >> 3) + 2 * (k >> 3)], k)) * op.value(bits);
+                    Bm[k][n] = op.value(bits);
                 }
+            for (int ww = 0; ww < 4; ww++) {
+                double A[16][16];
+                for (int row = 0; row < 16; row++)
+                    for (int k = 0; k < 16; k++) {
+                        const SimBlock::Wgmma& theirs = B.wgmma[base + 32 * ww + 4 * (row & 7) + ((k & 7) >> 1)][o];
+                        A[row][k] = op.value(sim_half(theirs.a[(row >> 3) + 2 * (k >> 3)], k));
+                    }
+                double* D = P.d.data() + (o * 64 + 16 * ww) * 64;
+                for (int row = 0; row < 16; row++)
+                    for (int k = 0; k < 16; k++)
+                        for (int n = 0; n < 64; n++) D[row * 64 + n] += A[row][k] * Bm[k][n];
+            }
+        }
+        P.ready = true;
+    }
+    for (size_t o = 0; o < done; o++) {
+        const SimBlock::Wgmma& op = mine[o];
+        for (int j = 0; j < 8; j++)
+            for (int i = 0; i < 4; i++) {
+                const double s = P.d[(o * 64 + 16 * w + g + 8 * (i >> 1)) * 64 + 8 * j + 2 * t + (i & 1)];
                 op.d[4 * j + i] = op.acc ? (float)((double)op.d[4 * j + i] + s) : (float)s;
             }
     }
-    sim_sync(sim_group_bar(tid));  // everyone has read the others' A of these ops
+    sim_sync(sim_group_bar(tid));  // everyone has read the product and the others' A of these ops
     mine.erase(mine.begin(), mine.begin() + (long)done);
 }
 template <int ACC>

@@ -1,0 +1,116 @@
+"""The GPU tests' device helpers (tests/engine/cuda/conftest.py Gpu) over the host simulator: buffers are host
+arrays (a "device pointer" is the array's address), and a launch runs the kernel's C++ (hostsim.library()) on
+the CPU with the arguments the engine's KernelTable builds. So a GPU test body runs unchanged on a machine
+without a GPU: `test(sim_gpu, ...)`, the kernels and the launch logic of qtui/engine/cuda/kernels.py included."""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import numpy as np
+
+from . import PTX_DIR, library
+
+
+class SimBuffer:
+    """A host array standing for a device allocation; int() is its address."""
+
+    def __init__(self, nbytes: int) -> None:
+        self.array = np.zeros(max(nbytes, 16) + 128, np.uint8)
+        self.ptr = (self.array.ctypes.data + 127) // 128 * 128  # aligned as cuMemAlloc's (256 there; 128 suffices)
+        self.nbytes = nbytes
+
+    def __int__(self) -> int:
+        return self.ptr
+
+    def view(self, dtype, shape) -> np.ndarray:
+        count = int(np.prod(shape)) if shape else 1
+        return (
+            np.ctypeslib.as_array((ctypes.c_uint8 * (count * np.dtype(dtype).itemsize)).from_address(self.ptr))
+            .view(dtype)
+            .reshape(shape)
+        )
+
+
+class SimError(RuntimeError):
+    """A kernel trapped or deadlocked in the simulator."""
+
+
+class SimGpu:
+    """conftest.Gpu's methods on the simulator. `defines`, `ptx_dir`, `only`: another build of the kernels
+    (hostsim.library)."""
+
+    simulated = True
+
+    def __init__(self, defines: tuple[str, ...] = (), ptx_dir: Path = PTX_DIR, only: tuple[str, ...] = ()) -> None:
+        from qtui.engine.cuda import kernels
+
+        self.lib = library(defines, ptx_dir, only)
+        self._live: list[SimBuffer] = []
+        kt = kernels.KernelTable(dry=True)  # sites without CUDA functions: we launch them by name
+        kt.scratch = int(self._alloc(kernels.SCRATCH_BYTES))
+        kt.counters = int(self._alloc(4 * kernels.MAX_COUNTERS))
+        kt.gemm_x = int(self._alloc(kernels.GEMM_X_BYTES))
+        self.kt = kt
+
+    def _alloc(self, nbytes: int) -> SimBuffer:
+        buf = SimBuffer(nbytes)
+        self._live.append(buf)
+        return buf
+
+    def put(self, host: np.ndarray) -> SimBuffer:
+        host = np.ascontiguousarray(host)
+        buf = self._alloc(host.nbytes)
+        buf.view(np.uint8, (host.nbytes,))[:] = host.reshape(-1).view(np.uint8)
+        return buf
+
+    def poisoned(self, shape, dtype=np.float32) -> SimBuffer:
+        return self.put(np.full(shape, np.nan if np.dtype(dtype).kind == "f" else -1, dtype=dtype))
+
+    def get(self, buf, shape, dtype=np.float32) -> np.ndarray:
+        return self._at(int(buf), shape, dtype).copy()
+
+    def _at(self, ptr: int, shape, dtype) -> np.ndarray:
+        count = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        return np.ctypeslib.as_array((ctypes.c_uint8 * count).from_address(ptr)).view(dtype).reshape(shape)
+
+    def put_weight(self, qtype: str, raw: np.ndarray, n_out: int, n_in: int) -> SimBuffer:
+        from qtui.engine.cuda.kernels import MMA_TYPES
+        from qtui.engine.cuda.repack import tiled_nbytes
+
+        if qtype not in MMA_TYPES:
+            return self.put(raw)
+        out = self._alloc(tiled_nbytes(qtype, n_out, n_in))
+        self.run(self.kt.repack(qtype=qtype, raw=int(self.put(raw)), out=int(out), n_out=n_out, n_in=n_in))
+        return out
+
+    def put_split(self, x: np.ndarray):
+        from qtui.engine.cuda.kernels import Split
+        from qtui.engine.cuda.splitfmt import split
+
+        xs, xsum = split(x)
+        buf = self.put(np.concatenate([xs.reshape(-1).view(np.uint8), xsum.reshape(-1).view(np.uint8)]))
+        return Split(int(buf), int(buf) + xs.nbytes, x.shape[-1])
+
+    def split_buffer(self, rows: int, n: int):
+        from qtui.engine.cuda.kernels import Split
+
+        buf = self.put(np.full(rows * n * 4 + rows * (n // 16) * 4, 0xFF, np.uint8))
+        return Split(int(buf), int(buf) + rows * n * 4, n)
+
+    def get_split(self, sp, rows: int):
+        xs = self._at(sp.xs, (rows, sp.n // 4, 4), np.uint32).copy()
+        xsum = self._at(sp.xsum, (rows, sp.n // 16), np.float32).copy()
+        return xs, xsum
+
+    def run(self, *kernels) -> None:
+        """Run each kernel (or list of kernels) in order, to completion."""
+        for k in kernels:
+            for one in k if isinstance(k, list) else [k]:
+                g = one.grid
+                rc = self.lib.qtui_sim_launch(
+                    one.name.encode(), g[0], g[1], g[2], one.block, one.shmem, one.cluster, one.params.ctypes.data
+                )
+                if rc != 0:
+                    raise SimError(self.lib.qtui_sim_error().decode())
