@@ -9,6 +9,8 @@ import shutil
 import numpy as np
 import pytest
 
+from .devices import DeviceHelpers
+
 BACKENDS = [pytest.param("cuda", marks=pytest.mark.gpu), pytest.param("sim", marks=pytest.mark.hostsim)]
 
 
@@ -29,7 +31,7 @@ def gpu(request):
     return Gpu(KernelTable(), drv.new_stream())
 
 
-class Gpu:
+class Gpu(DeviceHelpers):
     simulated = False
 
     def __init__(self, kt, stream) -> None:
@@ -46,44 +48,11 @@ class Gpu:
         self._live.append(buf)
         return buf
 
-    def poisoned(self, shape, dtype=np.float32):
-        """A device buffer filled with NaN (float) / -1 (int): an unwritten element cannot pass."""
-        fill = np.full(shape, np.nan if np.dtype(dtype).kind == "f" else -1, dtype=dtype)
-        return self.put(fill)
-
     def get(self, buf, shape, dtype=np.float32) -> np.ndarray:
         out = np.empty(shape, dtype=dtype)
         buf.download(out, self.stream)
         self.drv.sync(self.stream)
         return out
-
-    def put_weight(self, qtype: str, raw: np.ndarray, n_out: int, n_in: int):
-        """A weight as the engine holds it: integer quants repacked into tiles by the GPU kernel, float types as
-        their raw rows."""
-        from qtui.engine.cuda.kernels import MMA_TYPES
-        from qtui.engine.cuda.repack import tiled_nbytes
-
-        if qtype not in MMA_TYPES:
-            return self.put(raw)
-        out = self.put(np.zeros(tiled_nbytes(qtype, n_out, n_in), np.uint8))
-        self.run(self.kt.repack(qtype=qtype, raw=int(self.put(raw)), out=int(out), n_out=n_out, n_in=n_in))
-        return out
-
-    def put_split(self, x: np.ndarray):
-        """Rows of float32 as a split-format activation (host oracle format, splitfmt.split)."""
-        from qtui.engine.cuda.kernels import Split
-        from qtui.engine.cuda.splitfmt import split
-
-        xs, xsum = split(x)
-        buf = self.put(np.concatenate([xs.reshape(-1).view(np.uint8), xsum.reshape(-1).view(np.uint8)]))
-        return Split(int(buf), int(buf) + xs.nbytes, x.shape[-1])
-
-    def split_buffer(self, rows: int, n: int):
-        """A poisoned split-format buffer (0xFF bytes: NaN bf16 halves, NaN sums) for kernels to write."""
-        from qtui.engine.cuda.kernels import Split
-
-        buf = self.put(np.full(rows * n * 4 + rows * (n // 16) * 4, 0xFF, np.uint8))
-        return Split(int(buf), int(buf) + rows * n * 4, n)
 
     def get_split(self, sp, rows: int):
         """(xs uint32 [rows][n/4][4], xsum float32 [rows][n/16]) of a split buffer."""

@@ -54,26 +54,17 @@ inline long long min(long long a, long long b) { return a < b ? a : b; }
 [[noreturn]] inline void __trap();  // block.h: ends the launch with an error
 
 // ---- bits and 16-bit floats ----
-inline float __int_as_float(int i) {
-    float f;
-    memcpy(&f, &i, 4);
-    return f;
+template <class To, class From>
+inline To sim_bits(From v) {  // the same 4 bytes as another type
+    static_assert(sizeof(To) == sizeof(From), "same size");
+    To t;
+    memcpy(&t, &v, sizeof t);
+    return t;
 }
-inline int __float_as_int(float f) {
-    int i;
-    memcpy(&i, &f, 4);
-    return i;
-}
-inline float __uint_as_float(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-inline uint32_t __float_as_uint(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
+inline float __int_as_float(int i) { return sim_bits<float>(i); }
+inline int __float_as_int(float f) { return sim_bits<int>(f); }
+inline float __uint_as_float(uint32_t u) { return sim_bits<float>(u); }
+inline uint32_t __float_as_uint(float f) { return sim_bits<uint32_t>(f); }
 // PRMT's default mode as CUDA's __byte_perm documents it: byte n of the result is byte s<4n+2:4n> of {y, x}.
 inline uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s) {
     const uint64_t src = (uint64_t)y << 32 | x;

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..devices import DeviceHelpers
 from . import PTX_DIR, library
 
 
@@ -37,7 +38,7 @@ class SimError(RuntimeError):
     """A kernel trapped or deadlocked in the simulator."""
 
 
-class SimGpu:
+class SimGpu(DeviceHelpers):
     """conftest.Gpu's methods on the simulator. `defines`, `ptx_dir`, `only`: another build of the kernels
     (hostsim.library)."""
 
@@ -65,39 +66,12 @@ class SimGpu:
         buf.view(np.uint8, (host.nbytes,))[:] = host.reshape(-1).view(np.uint8)
         return buf
 
-    def poisoned(self, shape, dtype=np.float32) -> SimBuffer:
-        return self.put(np.full(shape, np.nan if np.dtype(dtype).kind == "f" else -1, dtype=dtype))
-
     def get(self, buf, shape, dtype=np.float32) -> np.ndarray:
         return self._at(int(buf), shape, dtype).copy()
 
     def _at(self, ptr: int, shape, dtype) -> np.ndarray:
         count = int(np.prod(shape)) * np.dtype(dtype).itemsize
         return np.ctypeslib.as_array((ctypes.c_uint8 * count).from_address(ptr)).view(dtype).reshape(shape)
-
-    def put_weight(self, qtype: str, raw: np.ndarray, n_out: int, n_in: int) -> SimBuffer:
-        from qtui.engine.cuda.kernels import MMA_TYPES
-        from qtui.engine.cuda.repack import tiled_nbytes
-
-        if qtype not in MMA_TYPES:
-            return self.put(raw)
-        out = self._alloc(tiled_nbytes(qtype, n_out, n_in))
-        self.run(self.kt.repack(qtype=qtype, raw=int(self.put(raw)), out=int(out), n_out=n_out, n_in=n_in))
-        return out
-
-    def put_split(self, x: np.ndarray):
-        from qtui.engine.cuda.kernels import Split
-        from qtui.engine.cuda.splitfmt import split
-
-        xs, xsum = split(x)
-        buf = self.put(np.concatenate([xs.reshape(-1).view(np.uint8), xsum.reshape(-1).view(np.uint8)]))
-        return Split(int(buf), int(buf) + xs.nbytes, x.shape[-1])
-
-    def split_buffer(self, rows: int, n: int):
-        from qtui.engine.cuda.kernels import Split
-
-        buf = self.put(np.full(rows * n * 4 + rows * (n // 16) * 4, 0xFF, np.uint8))
-        return Split(int(buf), int(buf) + rows * n * 4, n)
 
     def get_split(self, sp, rows: int):
         xs = self._at(sp.xs, (rows, sp.n // 4, 4), np.uint32).copy()
