@@ -1,0 +1,87 @@
+"""CudaEngine itself on the host simulator (hostsim/fake_driver.py in place of cuda.bindings.driver): the engine's
+promises checked without a GPU, on the tiny models: logits against the numpy reference, batched replies equal to
+solo replies, graph replay bitwise the eager step, a chunked prefill bitwise the tokens fed one by one. The GPU
+runs the full versions (test_engine.py, test_batch_invariance.py, test_prefill.py)."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from . import test_batch_invariance as bi
+from . import test_engine, test_prefill
+
+pytestmark = [
+    pytest.mark.hostsim,
+    pytest.mark.skipif(shutil.which("g++") is None, reason="the host simulator needs g++"),
+]
+N_NEW = 8  # tokens per reply (the GPU tests: 24)
+
+
+@pytest.fixture(scope="module")
+def sim_driver():
+    from .hostsim import fake_driver
+
+    with fake_driver.installed() as cu:
+        yield cu
+
+
+@pytest.fixture(scope="module")
+def engine(sim_driver, make_model):
+    from qtui.engine.cuda.engine import CudaEngine
+    from qtui.model.gguf_file import GGUFModel
+
+    eng = CudaEngine(
+        GGUFModel.open(make_model("tiny-tiled", "q4_k_m")),
+        max_slots=8,
+        max_context=128,
+        progress=False,
+        prefill_chunk=7,
+    )
+    yield eng
+    eng.close()
+
+
+@pytest.mark.parametrize("preset,quant", [("tiny", "q4_k_m"), ("tiny-tiled", "q6_k"), ("tiny", "f32")])
+def test_simulated_engine_matches_reference(sim_driver, make_model, preset, quant):
+    report = test_engine.compare_with_reference(make_model(preset, quant), n_decode=6, max_context=128)
+    assert report["split"] is not None or report["steps"] == 7
+
+
+@pytest.mark.parametrize("c,kind", [(4, "staggered"), (8, "different")])
+def test_simulated_batched_replies_equal_solo_replies(engine, c, kind):
+    rng = np.random.default_rng()
+    prompts = [rng.integers(0, engine.config.n_vocab, int(rng.integers(1, 20))).tolist() for _ in range(c)]
+    joins = [0] * c if kind != "staggered" else sorted(rng.integers(0, N_NEW // 2, c).tolist())
+    solo = [bi.solo_reply(engine, p, N_NEW) for p in prompts]
+    assert bi.batched_replies(engine, prompts, joins, N_NEW) == solo
+    assert engine.num_free_slots() == engine.max_slots
+
+
+def test_simulated_graph_step_bitwise_equals_eager_step(engine):
+    rng = np.random.default_rng()
+    for m in (1, 3, 8):
+        prompts = [rng.integers(0, engine.config.n_vocab, int(rng.integers(1, 12))).tolist() for _ in range(m)]
+        tokens = rng.integers(0, engine.config.n_vocab, m).tolist()
+        steps = []
+        for use_graphs in (False, True):
+            engine.use_graphs = use_graphs
+            slots = [engine.alloc_slot() for _ in range(m)]
+            for s, p in zip(slots, prompts, strict=True):
+                engine.prefill_logits(s, p)
+            steps.append(engine.decode_logits(slots, tokens))
+            for s in slots:
+                engine.free_slot(s)
+        engine.use_graphs = True
+        assert np.isfinite(steps[0]).all() and np.array_equal(steps[0].view(np.uint32), steps[1].view(np.uint32))
+
+
+def test_simulated_chunked_prefill_is_bitwise_token_by_token(engine):
+    prompt = test_prefill._prompt(engine, 17)  # chunks of 7: 7 + 7 + 3
+    a, b = engine.alloc_slot(), engine.alloc_slot()
+    chunked = engine.prefill_logits(a, prompt)
+    fed = test_prefill._one_by_one(engine, b, prompt)
+    engine.free_slot(a), engine.free_slot(b)
+    assert np.array_equal(chunked.view(np.uint32), fed.view(np.uint32))
