@@ -23,6 +23,27 @@ def cuda_driver_available() -> bool:
         return False
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """QTUI_HOSTSIM_DRIVER=1: the CUDA driver is the host simulator's (tests/engine/cuda/hostsim/fake_driver.py) for
+    the whole session, so GPU tests run on the CPU: `QTUI_HOSTSIM_DRIVER=1 pytest -m gpu -k ...` (slowly: the
+    GPU's sizes; pick tests with -k)."""
+    if os.environ.get("QTUI_HOSTSIM_DRIVER") == "1":
+        from engine.cuda.hostsim import fake_driver
+
+        installed = fake_driver.installed()
+        installed.__enter__()
+        config.stash[_HOSTSIM] = installed
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    installed = config.stash.get(_HOSTSIM, None)
+    if installed is not None:
+        installed.__exit__(None, None, None)
+
+
+_HOSTSIM = pytest.StashKey[object]()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if any("gpu" in item.keywords for item in items) and not cuda_driver_available():
         skip = pytest.mark.skip(reason="no NVIDIA driver here (cuInit failed): GPU tests run on the GPU machine")
