@@ -14,24 +14,22 @@ from ..devices import DeviceHelpers
 from . import PTX_DIR, library
 
 
+def host_view(ptr: int, dtype, shape) -> np.ndarray:
+    """The host memory at address ptr as an array (no copy)."""
+    count = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    return np.ctypeslib.as_array((ctypes.c_uint8 * count).from_address(ptr)).view(dtype).reshape(shape)
+
+
 class SimBuffer:
-    """A host array standing for a device allocation; int() is its address."""
+    """A host array standing for a device allocation; int() is its address (aligned as cuMemAlloc's: 256)."""
 
     def __init__(self, nbytes: int) -> None:
-        self.array = np.zeros(max(nbytes, 16) + 128, np.uint8)
-        self.ptr = (self.array.ctypes.data + 127) // 128 * 128  # aligned as cuMemAlloc's (256 there; 128 suffices)
+        self.array = np.zeros(max(nbytes, 16) + 256, np.uint8)
+        self.ptr = (self.array.ctypes.data + 255) // 256 * 256
         self.nbytes = nbytes
 
     def __int__(self) -> int:
         return self.ptr
-
-    def view(self, dtype, shape) -> np.ndarray:
-        count = int(np.prod(shape)) if shape else 1
-        return (
-            np.ctypeslib.as_array((ctypes.c_uint8 * (count * np.dtype(dtype).itemsize)).from_address(self.ptr))
-            .view(dtype)
-            .reshape(shape)
-        )
 
 
 class SimError(RuntimeError):
@@ -63,19 +61,15 @@ class SimGpu(DeviceHelpers):
     def put(self, host: np.ndarray) -> SimBuffer:
         host = np.ascontiguousarray(host)
         buf = self._alloc(host.nbytes)
-        buf.view(np.uint8, (host.nbytes,))[:] = host.reshape(-1).view(np.uint8)
+        host_view(buf.ptr, np.uint8, (host.nbytes,))[:] = host.reshape(-1).view(np.uint8)
         return buf
 
     def get(self, buf, shape, dtype=np.float32) -> np.ndarray:
-        return self._at(int(buf), shape, dtype).copy()
-
-    def _at(self, ptr: int, shape, dtype) -> np.ndarray:
-        count = int(np.prod(shape)) * np.dtype(dtype).itemsize
-        return np.ctypeslib.as_array((ctypes.c_uint8 * count).from_address(ptr)).view(dtype).reshape(shape)
+        return host_view(int(buf), dtype, shape).copy()
 
     def get_split(self, sp, rows: int):
-        xs = self._at(sp.xs, (rows, sp.n // 4, 4), np.uint32).copy()
-        xsum = self._at(sp.xsum, (rows, sp.n // 16), np.float32).copy()
+        xs = host_view(sp.xs, np.uint32, (rows, sp.n // 4, 4)).copy()
+        xsum = host_view(sp.xsum, np.float32, (rows, sp.n // 16)).copy()
         return xs, xsum
 
     def run(self, *kernels) -> None:

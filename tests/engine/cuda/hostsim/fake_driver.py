@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from . import library
-from .device import SimError
+from .device import SimBuffer, SimError, host_view
 
 
 class CUresult(Enum):
@@ -78,14 +78,13 @@ class Stream:
         self.capture: list[Any] | None = None  # the ops recorded while capturing
 
 
-_buffers: dict[int, np.ndarray] = {}  # address -> the host array behind a device (or pinned) allocation
+_buffers: dict[int, SimBuffer] = {}  # address -> the host array behind a device (or pinned) allocation
 
 
 def _alloc(nbytes: int) -> int:
-    arr = np.zeros(nbytes + 256, np.uint8)
-    ptr = (arr.ctypes.data + 255) // 256 * 256  # cuMemAlloc's alignment
-    _buffers[ptr] = arr
-    return ptr
+    buf = SimBuffer(nbytes)
+    _buffers[int(buf)] = buf
+    return int(buf)
 
 
 def _do(stream: Any, op: Any) -> tuple[CUresult]:
@@ -190,7 +189,7 @@ cuMemcpyDtoDAsync = cuMemcpyHtoDAsync
 
 def cuMemsetD32Async(ptr: int, value: int, count: int, stream: Any) -> tuple[CUresult]:
     def fill() -> None:
-        np.ctypeslib.as_array((ctypes.c_uint32 * int(count)).from_address(int(ptr)))[:] = value
+        host_view(int(ptr), np.uint32, (int(count),))[:] = value
 
     return _do(stream, fill)
 
