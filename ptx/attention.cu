@@ -50,9 +50,12 @@ extern "C" __global__ void qk_norm_rope_store(const float* __restrict__ qg, cons
     }
 }
 
-// One fixed-size piece of the KV sequence for one (row, head): partial softmax statistics and the
-// unnormalised weighted sum of V. Grid (n_pieces_max, n_head, m), 256 threads; pieces at or past the
-// row's length return at once. part: [m][n_head][n_pieces_max][hd + 2] = (acc[hd], max, sum).
+// The fixed-size pieces of the KV sequence for one (row, head): per piece the partial softmax statistics and the
+// unnormalised weighted sum of V. Grid (piece blocks, n_head, m), 256 threads: block z takes pieces z, z + Z, ...
+// below the row's length (Z = gridDim.x, chosen by the host to fill the GPU: kernels.py attn_piece_blocks). A
+// piece's arithmetic is the same whichever block takes it, so Z changes no bit. A grid of n_pieces_max blocks per
+// (head, row) spent ~20 us per layer at m = 64 in blocks that only found their piece past the row's length.
+// part: [m][n_head][n_pieces_max][hd + 2] = (acc[hd], max, sum).
 extern "C" __global__ void attn_partial(const float* __restrict__ q, const float* __restrict__ k_cache,
                                         const float* __restrict__ v_cache, long long slot_stride,
                                         const int* __restrict__ slots, const int* __restrict__ pos,
@@ -61,40 +64,42 @@ extern "C" __global__ void attn_partial(const float* __restrict__ q, const float
     __shared__ float scratch[33];
     __shared__ float qs[256];
     __shared__ float score[ATTN_PIECE];
-    const int piece = blockIdx.x, head = blockIdx.y, r = blockIdx.z, t = threadIdx.x;
-    const int len = pos[r] + 1, start = piece * ATTN_PIECE;
-    if (start >= len) return;
-    const int n = min(ATTN_PIECE, len - start);
+    const int head = blockIdx.y, r = blockIdx.z, t = threadIdx.x;
+    const int len = pos[r] + 1;
+    if ((int)blockIdx.x * ATTN_PIECE >= len) return;
     const int kvh = head / (n_head / n_kv);
     const long long base = slot_stride * slots[r] + (long long)kvh * hd;
     const long long pstride = (long long)n_kv * hd;
     if (t < hd) qs[t] = q[((long long)r * n_head + head) * hd + t];
-    __syncthreads();
     const float scale = 1.0f / sqrtf((float)hd);
     const int lane = t & 31, warp = t >> 5, n_warps = blockDim.x >> 5;
-    for (int j = warp; j < n; j += n_warps) {
-        const float* kr = k_cache + base + (long long)(start + j) * pstride;
-        float acc = 0.0f;
-        for (int d = lane; d < hd; d += 32) acc = fmaf(qs[d], kr[d], acc);
-        acc = warp_sum(acc);
-        if (lane == 0) score[j] = acc * scale;
-    }
-    __syncthreads();
-    const float mx = block_max(t < n ? score[t] : -INFINITY, scratch);
-    const float e = t < n ? expf(score[t] - mx) : 0.0f;
-    const float sum = block_sum(e, scratch);
-    if (t < n) score[t] = e;
-    __syncthreads();
-    float* out = part + (((long long)r * n_head + head) * n_pieces_max + piece) * (hd + 2);
-    if (t < hd) {
-        float acc = 0.0f;
-        const float* vr = v_cache + base + t;
-        for (int j = 0; j < n; j++) acc = fmaf(score[j], vr[(long long)(start + j) * pstride], acc);
-        out[t] = acc;
-    }
-    if (t == 0) {
-        out[hd] = mx;
-        out[hd + 1] = sum;
+    for (int piece = blockIdx.x; piece * ATTN_PIECE < len; piece += gridDim.x) {
+        const int start = piece * ATTN_PIECE, n = min(ATTN_PIECE, len - start);
+        __syncthreads();  // qs written; the previous piece's scores read
+        for (int j = warp; j < n; j += n_warps) {
+            const float* kr = k_cache + base + (long long)(start + j) * pstride;
+            float acc = 0.0f;
+            for (int d = lane; d < hd; d += 32) acc = fmaf(qs[d], kr[d], acc);
+            acc = warp_sum(acc);
+            if (lane == 0) score[j] = acc * scale;
+        }
+        __syncthreads();
+        const float mx = block_max(t < n ? score[t] : -INFINITY, scratch);
+        const float e = t < n ? expf(score[t] - mx) : 0.0f;
+        const float sum = block_sum(e, scratch);
+        if (t < n) score[t] = e;
+        __syncthreads();
+        float* out = part + (((long long)r * n_head + head) * n_pieces_max + piece) * (hd + 2);
+        if (t < hd) {
+            float acc = 0.0f;
+            const float* vr = v_cache + base + t;
+            for (int j = 0; j < n; j++) acc = fmaf(score[j], vr[(long long)(start + j) * pstride], acc);
+            out[t] = acc;
+        }
+        if (t == 0) {
+            out[hd] = mx;
+            out[hd + 1] = sum;
+        }
     }
 }
 

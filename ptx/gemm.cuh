@@ -21,7 +21,15 @@
 #include "mma.cuh"
 
 #define GEMM_TOKENS 64  // tokens per pass (kernels.py GEMM_TOKENS)
+#ifndef GEMM_STAGES
 #define GEMM_STAGES 2   // super-blocks in flight
+#endif
+#ifndef GEMM_CHAINS
+#define GEMM_CHAINS 2  // scale groups' MMA chains in flight per warp (1: wait for each before its FMAs)
+#endif
+#ifndef GEMM_MIN_BLOCKS
+#define GEMM_MIN_BLOCKS 1  // resident GEMM blocks per SM asked of ptxas
+#endif
 // The staged activations of one 64-token pass and one super-block (gemm_stage_x), GX_CHUNK bytes:
 //   [0, 32 GX_MAT)       the x matrices: slice s, term (0 lo, 1 hi) at GX_MAT (2 s + term);
 //   [GX_MIN, +3 GX_MAT)  the B of the min product (lo, mid, hi terms of the 8 group sums; k 8..15 zero);
@@ -248,13 +256,20 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
                 wgmma64<1>(P[grp & 1], a[si], gx_desc_add(dx, GX_MAT * (2 * s + 1)));
             }
             wgmma_commit();
+#if GEMM_CHAINS == 1
+            wgmma_wait<0>();  // one chain in flight per warp: the other resident warps hide its latency
+            scale_group(grp, P[grp & 1]);
+#else
             if (grp > 0) {
                 wgmma_wait<1>();  // group grp - 1's chain is done; grp's runs on
                 scale_group(grp - 1, P[(grp - 1) & 1]);
             }
+#endif
         }
+#if GEMM_CHAINS != 1
         wgmma_wait<0>();
         scale_group(F::GROUPS - 1, P[(F::GROUPS - 1) & 1]);
+#endif
         if constexpr (MIN_BY_MMA) {  // min_by_mma: acc -= dmin * (mins . group sums), three k16 steps
             const uint32_t a[4] = {k_min_pair(scales.g, t), k_min_pair(scales.g8, t), 0u, 0u};
             wgmma_fence();
@@ -452,14 +467,14 @@ struct GemmSwigluStore {
 };
 
 #define GEMM_KERNELS(FMT, NAME)                                                                               \
-    extern "C" __global__ void __launch_bounds__(MMA_THREADS, 1) mma_gemm_##NAME(                             \
+    extern "C" __global__ void __launch_bounds__(MMA_THREADS, GEMM_MIN_BLOCKS) mma_gemm_##NAME(                             \
         const uint8_t* W, const uint8_t* gx, const float* res, float* y0, int n0, float* y1, int n1, float* y2, \
         int n2, float* y3, int n3, int n_in, int m, int n_tiles, int parts, float* scratch, int* counters) {  \
         const MmaShape sh{n_in, m, n_tiles, 1, parts};                                                        \
         const uint8_t* Ws[1] = {W};                                                                           \
         gemm_body<FMT, 1>(Ws, gx, sh, scratch, counters, GemmGemvStore{{{y0, y1, y2, y3}, {n0, n1, n2, n3}, res}, sh}); \
     }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(MMA_THREADS, 1) mma_gemm_swiglu_##NAME(                      \
+    extern "C" __global__ void __launch_bounds__(MMA_THREADS, GEMM_MIN_BLOCKS) mma_gemm_swiglu_##NAME(                      \
         const uint8_t* Wg, const uint8_t* Wu, const uint8_t* gx, uint4* act, float* act_sum, int n_ff, int n_in, \
         int m, int parts, float* scratch, int* counters) {                                                    \
         const MmaShape sh{n_in, m, (n_ff + 15) >> 4, 1, parts};                                               \

@@ -72,7 +72,7 @@ def delta_step_smem_bytes(d_k: int) -> int:
 # QTUI_GEMM_MIN_ROWS=1000000 turns it off (A/B runs). From 17 rows (1fa24a5, H200, 4b): the 32-row step 10.8 ->
 # 8.7 ms (c = 32 2972 -> 3682 tok/s, c = 24 2564 -> 2950) against the GEMV's 32-token passes (NT = 4).
 GEMM_TOKENS = 64  # ptx/gemm.cuh GEMM_TOKENS: tokens per pass
-GEMM_STAGES = 2  # ptx/gemm.cuh GEMM_STAGES
+GEMM_STAGES = int(os.environ.get("QTUI_GEMM_STAGES", "2"))  # ptx/gemm.cuh GEMM_STAGES (a variant build: its own)
 GX_MAT = 2048  # ptx/gemm.cuh GX_MAT: one staged x matrix (64 tokens x k16, bf16)
 GX_CHUNK = 37 * GX_MAT  # ptx/gemm.cuh GX_CHUNK: staged bytes of one pass and super-block
 GEMM_MIN_ROWS = int(os.environ.get("QTUI_GEMM_MIN_ROWS", "17"))
@@ -81,7 +81,8 @@ GEMM_MIN_ROWS = int(os.environ.get("QTUI_GEMM_MIN_ROWS", "17"))
 # (the 0.8b m = 64 step: its largest per-layer launch, qkv, has 2080 units); the 4b's per-layer matrices have 2560 -
 # 11520, its 2560-unit ssm and attention outputs shared out over all SMs (gemm_blocks). QTUI_GEMM_DECODE_MIN_UNITS.
 GEMM_DECODE_MIN_UNITS = int(os.environ.get("QTUI_GEMM_DECODE_MIN_UNITS", "2560"))
-GEMM_RESIDENT_BLOCKS = 132  # one GEMM block per SM (200+ registers per thread)
+# one GEMM block per SM (200+ registers per thread); QTUI_GEMM_RESIDENT_BLOCKS: variant builds (gemm_variants.sh)
+GEMM_RESIDENT_BLOCKS = int(os.environ.get("QTUI_GEMM_RESIDENT_BLOCKS", "132"))
 GEMM_CUT_UNITS = int(os.environ.get("QTUI_GEMM_CUT_UNITS", "8"))  # gemm_blocks' cost of cutting, in units
 GEMM_X_BYTES = 32 << 20  # the staged activations of one GEMM (256 rows x K 16384 fit)
 MMA_MAX_CLUSTER = 16  # blocks of a thread-block cluster on sm_90 (above 8 with the non-portable size allowed)
@@ -95,6 +96,7 @@ UNIT_BYTES = {"f32": 1024, "f16": 512, "bf16": 512, **{t: n // 16 for t, n in TI
 # they run one after another). 192 MiB of partials covers a 256-token chunk of every shape used.
 SCRATCH_BYTES = 192 << 20
 MAX_COUNTERS = 1 << 16
+ATTN_TARGET_BLOCKS = 4 * 132  # attn_partial blocks worth launching (attn_piece_blocks)
 ARGMAX_PARTS = 32  # ptx/elementwise.cu: blocks per logits row
 ARGMAX_ROWS = 4096  # the last ARGMAX_ROWS counters belong to the argmax (the GEMVs use the first ones)
 
@@ -110,6 +112,13 @@ class Split:
     def row(self, r: int) -> Split:
         """The same buffer from row r on (e.g. the last prompt row for the LM head)."""
         return Split(self.xs + 4 * self.n * r, self.xsum + (self.n // 16) * 4 * r, self.n)
+
+
+def attn_piece_blocks(n_pieces: int, n_head: int, m: int) -> int:
+    """Blocks per (head, row) of attn_partial, each taking every Z-th KV piece: enough for ATTN_TARGET_BLOCKS
+    in all (a long context at m = 1 spreads over the SMs), and no more (at m = 64 one block per (head, row) walks
+    its pieces; a block per piece of max_ctx left ~20 us per layer in blocks with nothing to do)."""
+    return max(1, min(n_pieces, -(-ATTN_TARGET_BLOCKS // (n_head * m))))
 
 
 def fma_bucket(m: int) -> int:
@@ -547,12 +556,15 @@ class KernelTable:
         n_kv: int,
         hd: int,
         n_pieces: int,
+        piece_blocks: int | None = None,
     ) -> Kernel:
-        """Grid (n_pieces, n_head, m), 256 threads; part [m][n_head][n_pieces][hd+2]."""
+        """Grid (piece blocks, n_head, m), 256 threads (attn_piece_blocks unless given: no choice changes a bit);
+        part [m][n_head][n_pieces][hd+2]."""
+        z = attn_piece_blocks(n_pieces, n_head, m) if piece_blocks is None else piece_blocks
         return self._site(
             "attention",
             "attn_partial",
-            (n_pieces, n_head, m),
+            (z, n_head, m),
             256,
             [
                 (q, P),

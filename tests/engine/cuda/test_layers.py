@@ -256,7 +256,9 @@ def test_conv_and_delta_runs_of_rows_are_tokens_in_order(gpu, dk, run):
 
 
 def test_attention_decode_against_softmax(gpu):
-    """q/k norm + RoPE + KV store + split attention + gate, lengths spanning 1..3 pieces, slots != rows."""
+    """q/k norm + RoPE + KV store + split attention + gate, lengths spanning 1..3 pieces, slots != rows; the
+    pieces taken by the default grid (a block per piece here), by one block per (head, row) and by two: the same
+    bits every way."""
     rng = np.random.default_rng()
     nh, nkv, hd, n_rot, theta, eps, max_ctx, n_slots = 4, 2, 256, 64, 1e7, 1e-6, 1024, 4
     n_pieces = max_ctx // ATTN_PIECE
@@ -270,49 +272,57 @@ def test_attention_decode_against_softmax(gpu):
     V = rng.standard_normal((n_slots, max_ctx, nkv, hd)).astype(np.float32)
     Kd, Vd, qg_d = gpu.put(K), gpu.put(V), gpu.put(qg)
     sl, ps = gpu.put(slots), gpu.put(pos)
-    qr, part, out = gpu.poisoned((m, nh, hd)), gpu.poisoned((m, nh, n_pieces, hd + 2)), gpu.split_buffer(m, nh * hd)
     stride = max_ctx * nkv * hd
-    gpu.run(
-        gpu.kt.qk_norm_rope_store(
-            m=m,
-            qg=int(qg_d),
-            kb=int(gpu.put(kb)),
-            vb=int(gpu.put(vb)),
-            q_norm=int(gpu.put(qn)),
-            k_norm=int(gpu.put(kn)),
-            q_out=int(qr),
-            k_cache=int(Kd),
-            v_cache=int(Vd),
-            slot_stride=stride,
-            slots=int(sl),
-            pos=int(ps),
-            n_head=nh,
-            n_kv=nkv,
-            hd=hd,
-            max_ctx=max_ctx,
-            n_rot=n_rot,
-            theta=theta,
-            eps=eps,
-        ),
-        gpu.kt.attn_partial(
-            m=m,
-            q=int(qr),
-            k_cache=int(Kd),
-            v_cache=int(Vd),
-            slot_stride=stride,
-            slots=int(sl),
-            pos=int(ps),
-            part=int(part),
-            n_head=nh,
-            n_kv=nkv,
-            hd=hd,
-            n_pieces=n_pieces,
-        ),
-        gpu.kt.attn_combine(
-            m=m, part=int(part), qg=int(qg_d), pos=int(ps), out=out, n_head=nh, hd=hd, n_pieces=n_pieces
-        ),
-    )
-    got = _split_values(gpu, out, m).reshape(m, nh, hd)
+
+    def attend(piece_blocks):  # fresh poisoned outputs each time
+        qr, part = gpu.poisoned((m, nh, hd)), gpu.poisoned((m, nh, n_pieces, hd + 2))
+        out = gpu.split_buffer(m, nh * hd)
+        gpu.run(
+            gpu.kt.qk_norm_rope_store(
+                m=m,
+                qg=int(qg_d),
+                kb=int(gpu.put(kb)),
+                vb=int(gpu.put(vb)),
+                q_norm=int(gpu.put(qn)),
+                k_norm=int(gpu.put(kn)),
+                q_out=int(qr),
+                k_cache=int(Kd),
+                v_cache=int(Vd),
+                slot_stride=stride,
+                slots=int(sl),
+                pos=int(ps),
+                n_head=nh,
+                n_kv=nkv,
+                hd=hd,
+                max_ctx=max_ctx,
+                n_rot=n_rot,
+                theta=theta,
+                eps=eps,
+            ),
+            gpu.kt.attn_partial(
+                m=m,
+                q=int(qr),
+                k_cache=int(Kd),
+                v_cache=int(Vd),
+                slot_stride=stride,
+                slots=int(sl),
+                pos=int(ps),
+                part=int(part),
+                n_head=nh,
+                n_kv=nkv,
+                hd=hd,
+                n_pieces=n_pieces,
+                piece_blocks=piece_blocks,
+            ),
+            gpu.kt.attn_combine(
+                m=m, part=int(part), qg=int(qg_d), pos=int(ps), out=out, n_head=nh, hd=hd, n_pieces=n_pieces
+            ),
+        )
+        return _split_values(gpu, out, m).reshape(m, nh, hd)
+
+    got = attend(None)
+    for z in (1, 2):
+        assert np.array_equal(attend(z).view(np.uint32), got.view(np.uint32)), f"{z} piece blocks"
     K_after = gpu.get(Kd, K.shape)
     for r, (s, p) in enumerate(zip(slots, pos)):
         cos, sin = ops.rope_angles(int(p), n_rot, theta)
