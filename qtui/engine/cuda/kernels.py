@@ -477,7 +477,7 @@ class KernelTable:
         )
 
     def argmax(self, *, m: int, logits: int, tokens: int, n: int) -> Kernel:
-        """tokens[m] = argmax of each logits row (ties -> lowest index). Grid (ARGMAX_PARTS, m), 1024 threads;
+        """tokens[m] = argmax of each logits row (ties -> lowest index). Grid (ARGMAX_PARTS, m), 256 threads;
         the parts' (value, index) pairs in the GEMV scratch (free by then), one counter per row."""
         assert m <= ARGMAX_ROWS
         counters = self.counters + 4 * (MAX_COUNTERS - ARGMAX_ROWS) if self.counters else 0
@@ -485,7 +485,7 @@ class KernelTable:
             "elementwise",
             "argmax_rows",
             (ARGMAX_PARTS, m, 1),
-            1024,
+            256,
             [(logits, P), (tokens, P), (n, I32), (self.scratch, P), (counters, P)],
         )
 

@@ -49,13 +49,16 @@ def test_swiglu_split(gpu):
     assert _rel(_split_values(gpu, out, 3), ops.silu(g.astype(F64)) * u) < LAYER_REL_TOL
 
 
-def test_argmax_ties_go_to_lowest_index(gpu):
+@pytest.mark.parametrize("n", [248320, 151937])  # 4-value loads; n % 4 != 0: one value per load
+def test_argmax_ties_go_to_lowest_index(gpu, n):
     rng = np.random.default_rng()
-    m, n = 6, 248320
+    m = 8
     logits = rng.standard_normal((m, n)).astype(np.float32)
-    for r in range(m):  # plant a tie for the maximum at two random indices
-        i, j = sorted(rng.choice(n, 2, replace=False))
+    for r in range(m):  # plant a tie for the maximum at two random indices (adjacent ones in row 0: one load)
+        i, j = sorted(rng.choice(n, 2, replace=False)) if r else (4 * int(rng.integers(n // 4)) + 1,) * 2
+        j += 0 if r else 1
         logits[r, i] = logits[r, j] = logits[r].max() + 1.0
+    logits[m - 1, -1] = logits[m - 1].max() + 2.0  # the row's last value
     out = gpu.poisoned((m,), np.int32)
     gpu.run(gpu.kt.argmax(m=m, logits=int(gpu.put(logits)), tokens=int(out), n=n))
     assert gpu.get(out, (m,), np.int32).tolist() == np.argmax(logits, axis=1).tolist()
