@@ -27,6 +27,9 @@
 #ifndef GEMM_CHAINS
 #define GEMM_CHAINS 2  // scale groups' MMA chains in flight per warp (1: wait for each before its FMAs)
 #endif
+#ifndef GEMM_PAIR
+#define GEMM_PAIR 0  // 1: two scale groups' chains interleaved, then both groups' FMAs (a probe of MMA latency)
+#endif
 #ifndef GEMM_MIN_BLOCKS
 #define GEMM_MIN_BLOCKS 1  // resident GEMM blocks per SM asked of ptxas
 #endif
@@ -242,6 +245,32 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
                 }
             }
         };
+#if GEMM_PAIR  // two groups' chains interleaved step by step (consecutive wgmmas independent), then their FMAs
+#pragma unroll
+        for (int gp = 0; gp < F::GROUPS; gp += 2) {
+            uint32_t a[2][F::SPG][4];
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+#pragma unroll
+                for (int si = 0; si < F::SPG; si++) F::frag(raw, (gp + h) * F::SPG + si, a[h][si]);
+            wgmma_fence();
+#pragma unroll
+            for (int si = 0; si < F::SPG; si++)
+#pragma unroll
+                for (int term = 0; term < 2; term++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        const uint64_t d = gx_desc_add(dx, GX_MAT * (2 * ((gp + h) * F::SPG + si) + term));
+                        if (si == 0 && term == 0) wgmma64<0>(P[h], a[h][si], d);
+                        else wgmma64<1>(P[h], a[h][si], d);
+                    }
+            wgmma_commit();
+            wgmma_wait<0>();
+            scale_group(gp, P[0]);
+            scale_group(gp + 1, P[1]);
+        }
+        if (false)
+#endif
 #pragma unroll
         for (int grp = 0; grp < F::GROUPS; grp++) {
             uint32_t a[F::SPG][4];
@@ -266,7 +295,7 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
             }
 #endif
         }
-#if GEMM_CHAINS != 1
+#if GEMM_CHAINS != 1 && !GEMM_PAIR
         wgmma_wait<0>();
         scale_group(F::GROUPS - 1, P[(F::GROUPS - 1) & 1]);
 #endif
