@@ -24,14 +24,8 @@
 #ifndef GEMM_STAGES
 #define GEMM_STAGES 2   // super-blocks in flight
 #endif
-#ifndef GEMM_CHAINS
-#define GEMM_CHAINS 2  // scale groups' MMA chains in flight per warp (1: wait for each before its FMAs)
-#endif
-#ifndef GEMM_PAIR
-#define GEMM_PAIR 0  // 1: two scale groups' chains interleaved, then both groups' FMAs (a probe of MMA latency)
-#endif
 #ifndef GEMM_MIN_BLOCKS
-#define GEMM_MIN_BLOCKS 1  // resident GEMM blocks per SM asked of ptxas
+#define GEMM_MIN_BLOCKS 1  // resident GEMM blocks per SM asked of ptxas (2: 128 registers, spills; PERF.md)
 #endif
 // The staged activations of one 64-token pass and one super-block (gemm_stage_x), GX_CHUNK bytes:
 //   [0, 32 GX_MAT)       the x matrices: slice s, term (0 lo, 1 hi) at GX_MAT (2 s + term);
@@ -245,32 +239,6 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
                 }
             }
         };
-#if GEMM_PAIR  // two groups' chains interleaved step by step (consecutive wgmmas independent), then their FMAs
-#pragma unroll
-        for (int gp = 0; gp < F::GROUPS; gp += 2) {
-            uint32_t a[2][F::SPG][4];
-#pragma unroll
-            for (int h = 0; h < 2; h++)
-#pragma unroll
-                for (int si = 0; si < F::SPG; si++) F::frag(raw, (gp + h) * F::SPG + si, a[h][si]);
-            wgmma_fence();
-#pragma unroll
-            for (int si = 0; si < F::SPG; si++)
-#pragma unroll
-                for (int term = 0; term < 2; term++)
-#pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        const uint64_t d = gx_desc_add(dx, GX_MAT * (2 * ((gp + h) * F::SPG + si) + term));
-                        if (si == 0 && term == 0) wgmma64<0>(P[h], a[h][si], d);
-                        else wgmma64<1>(P[h], a[h][si], d);
-                    }
-            wgmma_commit();
-            wgmma_wait<0>();
-            scale_group(gp, P[0]);
-            scale_group(gp + 1, P[1]);
-        }
-        if (false)
-#endif
 #pragma unroll
         for (int grp = 0; grp < F::GROUPS; grp++) {
             uint32_t a[F::SPG][4];
@@ -285,20 +253,13 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
                 wgmma64<1>(P[grp & 1], a[si], gx_desc_add(dx, GX_MAT * (2 * s + 1)));
             }
             wgmma_commit();
-#if GEMM_CHAINS == 1
-            wgmma_wait<0>();  // one chain in flight per warp: the other resident warps hide its latency
-            scale_group(grp, P[grp & 1]);
-#else
             if (grp > 0) {
                 wgmma_wait<1>();  // group grp - 1's chain is done; grp's runs on
                 scale_group(grp - 1, P[(grp - 1) & 1]);
             }
-#endif
         }
-#if GEMM_CHAINS != 1 && !GEMM_PAIR
         wgmma_wait<0>();
         scale_group(F::GROUPS - 1, P[(F::GROUPS - 1) & 1]);
-#endif
         if constexpr (MIN_BY_MMA) {  // min_by_mma: acc -= dmin * (mins . group sums), three k16 steps
             const uint32_t a[4] = {k_min_pair(scales.g, t), k_min_pair(scales.g8, t), 0u, 0u};
             wgmma_fence();

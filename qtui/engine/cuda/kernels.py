@@ -96,7 +96,7 @@ UNIT_BYTES = {"f32": 1024, "f16": 512, "bf16": 512, **{t: n // 16 for t, n in TI
 # they run one after another). 192 MiB of partials covers a 256-token chunk of every shape used.
 SCRATCH_BYTES = 192 << 20
 MAX_COUNTERS = 1 << 16
-ATTN_TARGET_BLOCKS = 4 * 132  # attn_partial blocks worth launching (attn_piece_blocks)
+ATTN_TARGET_BLOCKS = int(os.environ.get("QTUI_ATTN_TARGET_BLOCKS", "528"))  # attn_partial blocks worth launching
 ARGMAX_PARTS = 32  # ptx/elementwise.cu: blocks per logits row
 ARGMAX_ROWS = 4096  # the last ARGMAX_ROWS counters belong to the argmax (the GEMVs use the first ones)
 
