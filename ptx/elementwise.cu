@@ -31,7 +31,7 @@ extern "C" __global__ void swiglu_split(const float* gate, const float* up, uint
 }
 
 // Greedy argmax of each row: logits [m][n] -> tokens [m] int32; ties go to the lowest index (np.argmax).
-// Grid (ARGMAX_PARTS, m), ARGMAX_THREADS threads: block p reduces part p of the row (a multiple of 4 values) to
+// Grid (ARGMAX_PARTS, m), 256 threads (kernels.py argmax): block p reduces part p of the row (a multiple of 4 values) to
 // (value, index) in `partials` [m][ARGMAX_PARTS]; the row's last block to finish (counters[row], reset after)
 // reduces the parts. The combine (larger value, then lower index) is associative and commutative: the result does
 // not depend on which block finishes last, nor on which thread saw which value. (One block per row took 48 us for

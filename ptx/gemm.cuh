@@ -457,14 +457,14 @@ struct GemmSwigluStore {
 };
 
 #define GEMM_KERNELS(FMT, NAME)                                                                               \
-    extern "C" __global__ void __launch_bounds__(MMA_THREADS, GEMM_MIN_BLOCKS) mma_gemm_##NAME(                             \
+    extern "C" __global__ void __launch_bounds__(MMA_THREADS, GEMM_MIN_BLOCKS) mma_gemm_##NAME(               \
         const uint8_t* W, const uint8_t* gx, const float* res, float* y0, int n0, float* y1, int n1, float* y2, \
         int n2, float* y3, int n3, int n_in, int m, int n_tiles, int parts, float* scratch, int* counters) {  \
         const MmaShape sh{n_in, m, n_tiles, 1, parts};                                                        \
         const uint8_t* Ws[1] = {W};                                                                           \
         gemm_body<FMT, 1>(Ws, gx, sh, scratch, counters, GemmGemvStore{{{y0, y1, y2, y3}, {n0, n1, n2, n3}, res}, sh}); \
     }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(MMA_THREADS, GEMM_MIN_BLOCKS) mma_gemm_swiglu_##NAME(                      \
+    extern "C" __global__ void __launch_bounds__(MMA_THREADS, GEMM_MIN_BLOCKS) mma_gemm_swiglu_##NAME(        \
         const uint8_t* Wg, const uint8_t* Wu, const uint8_t* gx, uint4* act, float* act_sum, int n_ff, int n_in, \
         int m, int parts, float* scratch, int* counters) {                                                    \
         const MmaShape sh{n_in, m, (n_ff + 15) >> 4, 1, parts};                                               \

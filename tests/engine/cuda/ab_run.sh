@@ -2,8 +2,9 @@
 # A/B on whole steps, on the GPU machine (repo root): `qtui bench --profile --json` with the committed ptx/ and
 # defaults (A), then once per variant (B, C, ...), then `qtui bench --compare`. A variant is a PTX build
 # .ptxvar/<v>/ (QTUI_PTX_DIR: its missing modules come from ptx/) or, written VAR=value, an environment setting
-# of the host side (e.g. QTUI_MMA_CLUSTER=0), or both joined by + (occ2+QTUI_GEMM_STAGES=1+QTUI_GEMM_RESIDENT_BLOCKS=264). Judge a kernel change here, not by one kernel's GEMV speed alone
-# (PERF.md: 3 blocks per SM won per GEMV and lost on the 0.8b step).
+# of the host side (e.g. QTUI_MMA_CLUSTER=0), or both joined by + (occ2+QTUI_GEMM_STAGES=1+QTUI_GEMM_RESIDENT_BLOCKS=264).
+# Judge a kernel change here, not by one kernel's GEMV speed alone (PERF.md: 3 blocks per SM won per GEMV and lost
+# on the 0.8b step).
 #   bash tests/engine/cuda/ab_run.sh "<variants>" "<presets>" [bench args]
 # e.g. ab_run.sh "occ3 QTUI_MMA_CLUSTER=0" "4b 0.8b" "--ladder 1,8,16,64 --long-prompt 0". JSON + tables under
 # $OUT/ab-<preset>-*.

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Per-instruction stall sampling (Nsight Compute source counters) of the 4b GEMVs: where a warp's cycles go,
 # SASS line by line.   bash tests/engine/cuda/sass_prof.sh "<matrix substrings>" "<row counts>"
-# KREGEX=mma_gemm profiles the 64-token GEMM instead (rows > 16). Leaves $OUT/sass.tgz: <name>-m<m>.csv (ncu --page source --print-source sass) and the ncu summaries.
+# KREGEX=mma_gemm profiles the 64-token GEMM instead (rows > 16). Leaves $OUT/sass.tgz: <name>-m<m>.csv
+# (ncu --page source --print-source sass) and the ncu summaries.
 source tests/engine/cuda/gpu_env.sh
 NCU=$(which ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1); echo "ncu: $NCU"
 mkdir -p /tmp/sass

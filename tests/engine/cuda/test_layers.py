@@ -276,47 +276,38 @@ def test_attention_decode_against_softmax(gpu):
     Kd, Vd, qg_d = gpu.put(K), gpu.put(V), gpu.put(qg)
     sl, ps = gpu.put(slots), gpu.put(pos)
     stride = max_ctx * nkv * hd
+    kb_d, vb_d, qn_d, kn_d = (int(gpu.put(a)) for a in (kb, vb, qn, kn))
+    # what both kernels take of the step and the KV cache
+    cache = dict(
+        m=m,
+        k_cache=int(Kd),
+        v_cache=int(Vd),
+        slot_stride=stride,
+        slots=int(sl),
+        pos=int(ps),
+        n_head=nh,
+        n_kv=nkv,
+        hd=hd,
+    )
 
     def attend(piece_blocks):  # fresh poisoned outputs each time
         qr, part = gpu.poisoned((m, nh, hd)), gpu.poisoned((m, nh, n_pieces, hd + 2))
         out = gpu.split_buffer(m, nh * hd)
         gpu.run(
             gpu.kt.qk_norm_rope_store(
-                m=m,
                 qg=int(qg_d),
-                kb=int(gpu.put(kb)),
-                vb=int(gpu.put(vb)),
-                q_norm=int(gpu.put(qn)),
-                k_norm=int(gpu.put(kn)),
+                kb=kb_d,
+                vb=vb_d,
+                q_norm=qn_d,
+                k_norm=kn_d,
                 q_out=int(qr),
-                k_cache=int(Kd),
-                v_cache=int(Vd),
-                slot_stride=stride,
-                slots=int(sl),
-                pos=int(ps),
-                n_head=nh,
-                n_kv=nkv,
-                hd=hd,
                 max_ctx=max_ctx,
                 n_rot=n_rot,
                 theta=theta,
                 eps=eps,
+                **cache,
             ),
-            gpu.kt.attn_partial(
-                m=m,
-                q=int(qr),
-                k_cache=int(Kd),
-                v_cache=int(Vd),
-                slot_stride=stride,
-                slots=int(sl),
-                pos=int(ps),
-                part=int(part),
-                n_head=nh,
-                n_kv=nkv,
-                hd=hd,
-                n_pieces=n_pieces,
-                piece_blocks=piece_blocks,
-            ),
+            gpu.kt.attn_partial(q=int(qr), part=int(part), n_pieces=n_pieces, piece_blocks=piece_blocks, **cache),
             gpu.kt.attn_combine(
                 m=m, part=int(part), qg=int(qg_d), pos=int(ps), out=out, n_head=nh, hd=hd, n_pieces=n_pieces
             ),

@@ -12,7 +12,7 @@ names=()
 for v in base $1; do
   IFS=+ read -r -a parts <<< "$v"
   dir=.ptxvar/${parts[0]}; [ "${parts[0]}" = base ] && dir=ptx
-  name=${parts[0]}; [ ${#parts[@]} -gt 1 ] && name=$(IFS=+; echo "${parts[*]}" | tr -c 'A-Za-z0-9_+.\n' '-')
+  name=${parts[0]}; [ ${#parts[@]} -gt 1 ] && name=$(IFS=+; echo "${parts[*]}" | tr -c 'A-Za-z0-9_.\n' '-')  # the device returns plain names only
   env QTUI_PTX_DIR=$dir "${parts[@]:1}" timeout ${T_SPEED:-240} python3 tests/engine/cuda/gemv_speed.py --rows "$ROWS" \
     --json "$OUT/gemm-$name.json" > "$OUT/gemm-$name.txt" 2>&1 && names+=("$name") \
     || { echo "# $v failed"; tail -5 "$OUT/gemm-$name.txt"; }
