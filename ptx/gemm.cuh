@@ -102,6 +102,23 @@ __device__ __forceinline__ bool gemm_block_arrive(int* counter, int k, int n) {
     return last;
 }
 
+// s = v (first) or s + v, the 32 floats of a thread. The first is written v + -0, the same bits as v (-0 + x is x
+// for every x, signed zeros included): with an add on both paths ptxas keeps s in its registers, where a plain copy
+// cost 32 moves per unit after the paths met (gemm_body's unit loop is issue-bound).
+__device__ __forceinline__ void sum_into(float (&s)[8][4], const float (&v)[8][4], bool first) {
+    if (first) {
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) s[j][i] = __fadd_rn(v[j][i], -0.0f);
+    } else {
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) s[j][i] = __fadd_rn(s[j][i], v[j][i]);
+    }
+}
+
 // A thread's 32 accumulator floats in a slab of scratch: float k of thread i at k * MMA_THREADS + i (coalesced).
 #define GEMM_SLAB (32 * MMA_THREADS)
 __device__ __forceinline__ void slab_store(float* slab, const float (&v)[8][4]) {
@@ -334,20 +351,14 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
             slab_store(sb_sums + ((long long)wk.block_of(ug + lo) * L + sb - lo) * GEMM_SLAB, acc);
             continue;
         }
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) run[j][i] = sb == lo ? acc[j][i] : run[j][i] + acc[j][i];
+        sum_into(run, acc, sb == lo);
         if (sb + 1 < hi) continue;
         if (ug < u0 || ug + n_sb > u1) {  // the part is summed, its tile group cut: the sum meets the others below
             slab_store(part_sums + ((long long)wk.block_of(ug) * sh.parts + c) * GEMM_SLAB, run);
             (ug == u0 - first.sb ? given0 : given1)++;
             continue;
         }
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) T[j][i] = c == 0 ? run[j][i] : T[j][i] + run[j][i];
+        sum_into(T, run, c == 0);
         if (c + 1 == sh.parts) store(T, xch, group, pass * GEMM_TOKENS);  // the whole group was this block's
     }
     // The cut parts and groups, after the range (their sums' stores have long drained: the release is quick): the
