@@ -119,32 +119,44 @@ __device__ __forceinline__ void sum_into(float (&s)[8][4], const float (&v)[8][4
     }
 }
 
-// A thread's 32 accumulator floats in a slab of scratch: float k of thread i at k * MMA_THREADS + i (coalesced).
+// A thread's 32 accumulator floats in a slab of scratch: float4 q (floats 4q .. 4q + 3) of thread i at q * MMA_THREADS
+// + i (coalesced 16-byte accesses: 8 per slab and thread, where 4-byte ones took 32; the folds after the range are
+// load-latency bound, PERF.md "The cut tail").
 #define GEMM_SLAB (32 * MMA_THREADS)
+#ifndef GEMM_FOLD_DEPTH
+#define GEMM_FOLD_DEPTH 3  // slabs in flight in slab_fold (32 registers each; the unit loop's are free by then)
+#endif
 __device__ __forceinline__ void slab_store(float* slab, const float (&v)[8][4]) {
+    float4* s = reinterpret_cast<float4*>(slab);
 #pragma unroll
-    for (int k = 0; k < 32; k++) slab[k * MMA_THREADS + threadIdx.x] = v[k >> 2][k & 3];
+    for (int q = 0; q < 8; q++) s[q * MMA_THREADS + threadIdx.x] = make_float4(v[q][0], v[q][1], v[q][2], v[q][3]);
 }
-__device__ __forceinline__ void slab_load(const float* slab, float (&v)[8][4]) {
+__device__ __forceinline__ void slab_load(const float* slab, float4 (&v)[8]) {
+    const float4* s = reinterpret_cast<const float4*>(slab);
 #pragma unroll
-    for (int k = 0; k < 32; k++) v[k >> 2][k & 3] = __ldcg(slab + k * MMA_THREADS + threadIdx.x);
+    for (int q = 0; q < 8; q++) v[q] = __ldcg(s + q * MMA_THREADS + threadIdx.x);
 }
-// v = ((slab 0 + slab 1) + slab 2) + ... + slab n - 1, the next slab's loads in flight while one is added
+// v = ((slab 0 + slab 1) + slab 2) + ... + slab n - 1, with the next GEMM_FOLD_DEPTH slabs' loads in flight (a ring
+// unrolled by its depth, so that every buffer stays in registers)
 __device__ __forceinline__ void slab_fold(const float* base, int n, float (&v)[8][4]) {
-    float next[8][4];
-    slab_load(base, v);
-    if (n > 1) slab_load(base + GEMM_SLAB, next);
-    for (int k = 1; k < n; k++) {
-        float cur[8][4];
+    constexpr int D = GEMM_FOLD_DEPTH;
+    float4 buf[D][8];
 #pragma unroll
-        for (int j = 0; j < 8; j++)
+    for (int d = 0; d < D; d++)
+        if (d < n) slab_load(base + (long long)d * GEMM_SLAB, buf[d]);
+    for (int k0 = 0; k0 < n; k0 += D) {
 #pragma unroll
-            for (int i = 0; i < 4; i++) cur[j][i] = next[j][i];
-        if (k + 1 < n) slab_load(base + (long long)(k + 1) * GEMM_SLAB, next);
+        for (int d = 0; d < D; d++) {
+            const int k = k0 + d;
+            if (k >= n) break;
 #pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) v[j][i] += cur[j][i];
+            for (int q = 0; q < 8; q++) {
+                const float4 c = buf[d][q];
+                if (k == 0) v[q][0] = c.x, v[q][1] = c.y, v[q][2] = c.z, v[q][3] = c.w;
+                else v[q][0] += c.x, v[q][1] += c.y, v[q][2] += c.z, v[q][3] += c.w;
+            }
+            if (k + D < n) slab_load(base + (long long)(k + D) * GEMM_SLAB, buf[d]);
+        }
     }
 }
 
