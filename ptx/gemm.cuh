@@ -120,8 +120,9 @@ __device__ __forceinline__ void sum_into(float (&s)[8][4], const float (&v)[8][4
 }
 
 // A thread's 32 accumulator floats in a slab of scratch: float4 q (floats 4q .. 4q + 3) of thread i at q * MMA_THREADS
-// + i (coalesced 16-byte accesses: 8 per slab and thread, where 4-byte ones took 32; the folds after the range are
-// load-latency bound, PERF.md "The cut tail").
+// + i (coalesced 16-byte accesses: 8 per slab and thread, where 4-byte ones took 32: fewer instructions in the unit
+// loop's stores; the folds after the range gained less, their time is mostly barriers and fences, PERF.md "The cut
+// folds' loads").
 #define GEMM_SLAB (32 * MMA_THREADS)
 #ifndef GEMM_FOLD_DEPTH
 #define GEMM_FOLD_DEPTH 3  // slabs in flight in slab_fold (32 registers each; the unit loop's are free by then)
