@@ -165,19 +165,28 @@ __device__ __forceinline__ void slab_fold(const float* base, int n, float (&v)[8
 // GEMM_PROBE_NO_SCALE applies only the last scale group. Compiled out here.
 // A timeline probe (tests/engine/cuda/probe/gemm_trace.py builds the kernels with -DGEMM_TRACE): thread 0 of
 // each block writes the global timer at marks 0..5 of gemm_body (entry, after pdl_wait, first stage in, range
-// done, cut parts settled, cut groups settled) and, at 6, its units and which folds it did. Compiled out here.
+// done, cut parts settled, cut groups settled) and, at 6, its units and which folds it did; the tail's steps at
+// 7..11 (every warp's range done, behind a block barrier only this build has; a part's last arrival in, its
+// slabs added; a group's last arrival in, its slabs added). Compiled out here.
+#define GEMM_TRACE_SLOTS 16
 #ifdef GEMM_TRACE
-__device__ unsigned long long gemm_trace[1024 * 8];
+__device__ unsigned long long gemm_trace[1024 * GEMM_TRACE_SLOTS];
 #define GEMM_MARK(i, v)                                                               \
     do {                                                                              \
         if (threadIdx.x == 0) {                                                       \
             unsigned long long t_;                                                    \
             asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                    \
-            gemm_trace[blockIdx.x * 8 + (i)] = (i) == 6 ? (unsigned long long)(v) : t_; \
+            gemm_trace[blockIdx.x * GEMM_TRACE_SLOTS + (i)] = (i) == 6 ? (unsigned long long)(v) : t_; \
         }                                                                             \
+    } while (0)
+#define GEMM_SYNC_MARK(i) \
+    do {                  \
+        __syncthreads();  \
+        GEMM_MARK(i, 0);  \
     } while (0)
 #else
 #define GEMM_MARK(i, v)
+#define GEMM_SYNC_MARK(i)
 #endif
 
 // The GEMM over R matrices (1, or gate and up: warps 0..3 and 4..7 over the same rows), every warp one 16-row tile
@@ -359,11 +368,15 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
         fill.next(n_sb, groups);  // (past u1 unused)
         // acc = this super-block's sum: into its part's sum (run), then the part's sum into the group's (T)
         const int ug = u - sb;
-        if (ug + lo < u0 || ug + hi > u1) {  // a cut part: its super-block sums meet in scratch (settled below)
+        if (ug + lo < u0) {  // a cut part begun in an earlier block: its super-block sums meet in scratch (below)
             slab_store(sb_sums + ((long long)wk.block_of(ug + lo) * L + sb - lo) * GEMM_SLAB, acc);
             continue;
         }
         sum_into(run, acc, sb == lo);
+        if (ug + hi > u1) {  // a cut part begun here: its share summed on, one slab (the prefix) at the range's end
+            if (u + 1 == u1) slab_store(sb_sums + ((long long)blockIdx.x * L + sb - lo) * GEMM_SLAB, run);
+            continue;
+        }
         if (sb + 1 < hi) continue;
         if (ug < u0 || ug + n_sb > u1) {  // the part is summed, its tile group cut: the sum meets the others below
             slab_store(part_sums + ((long long)wk.block_of(ug) * sh.parts + c) * GEMM_SLAB, run);
@@ -377,6 +390,7 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
     // part holding the first unit, the one holding the last; then the first and the last tile group.
     const int r0 = u0 / n_sb, r1 = (u1 - 1) / n_sb;  // (pass, group) of the first and the last unit
     GEMM_MARK(3, 0);
+    GEMM_SYNC_MARK(7);
     int folds = 0;  // (the probe's) 1: a part fold, 2: a group fold
     for (int side = 0; side < 2; side++) {
         const int u = side ? u1 - 1 : u0, sb = u % n_sb, ug = u - sb, c = wk.part_of(sb);
@@ -384,7 +398,11 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
         if ((lo >= u0 && hi <= u1) || (side && lo <= u0)) continue;  // whole, or the first unit's part again
         const int slot = wk.block_of(lo);
         if (!gemm_block_arrive(counters + slot, 1, wk.block_of(hi - 1) - slot + 1)) continue;
-        slab_fold(sb_sums + (long long)slot * L * GEMM_SLAB, hi - lo, run);  // the last to arrive adds them
+        GEMM_MARK(8, 0);
+        // the last to arrive adds them: the first block's prefix [lo, x) (one slab, at x - 1), then x .. hi - 1
+        const int x = wk.first(slot + 1);
+        slab_fold(sb_sums + ((long long)slot * L + x - 1 - lo) * GEMM_SLAB, hi - x + 1, run);
+        GEMM_MARK(9, 0);
         folds |= 1;
         slab_store(part_sums + ((long long)wk.block_of(ug) * sh.parts + c) * GEMM_SLAB, run);
         (side && r1 != r0 ? given1 : given0)++;
@@ -396,7 +414,9 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
         if (!given) continue;  // nothing given (a whole group is done; one group: counted once, by side 0)
         const int slot = wk.block_of(ug);
         if (!gemm_block_arrive(counters + wk.blocks + slot, given, sh.parts)) continue;
+        GEMM_MARK(10, 0);
         slab_fold(part_sums + (long long)slot * sh.parts * GEMM_SLAB, sh.parts, T);  // the last adds the parts
+        GEMM_MARK(11, 0);
         store(T, xch, r % groups, r / groups * GEMM_TOKENS);
         folds |= 2;
     }
