@@ -102,6 +102,20 @@ __device__ __forceinline__ bool gemm_block_arrive(int* counter, int k, int n) {
     return last;
 }
 
+// The warp adds k arrivals to `counter` (of n in all): true in the warp whose arrivals complete it (which resets it).
+// As gemm_block_arrive at warp scope: its lanes' stores before it released, the other warps' acquired.
+__device__ __forceinline__ bool gemm_warp_arrive(int* counter, int k, int n) {
+    __syncwarp();
+    int last = 0;
+    if ((threadIdx.x & 31) == 0) {
+        last = add_release_acquire(counter, k) + k == n;
+        if (last) *counter = 0;
+    }
+    last = __shfl_sync(0xffffffffu, last, 0);
+    __syncwarp();
+    return last;
+}
+
 // s = v (first) or s + v, the 32 floats of a thread. The first is written v + -0, the same bits as v (-0 + x is x
 // for every x, signed zeros included): with an add on both paths ptxas keeps s in its registers, where a plain copy
 // cost 32 moves per unit after the paths met (gemm_body's unit loop is issue-bound).
@@ -166,8 +180,9 @@ __device__ __forceinline__ void slab_fold(const float* base, int n, float (&v)[8
 // A timeline probe (tests/engine/cuda/probe/gemm_trace.py builds the kernels with -DGEMM_TRACE): thread 0 of
 // each block writes the global timer at marks 0..5 of gemm_body (entry, after pdl_wait, first stage in, range
 // done, cut parts settled, cut groups settled) and, at 6, its units and which folds it did; the tail's steps at
-// 7..11 (every warp's range done, behind a block barrier only this build has; a part's last arrival in, its
-// slabs added; a group's last arrival in, its slabs added). Compiled out here.
+// 7..11 (block mode: every warp's range done, behind a block barrier only this build has; a part's last arrival
+// in, its slabs added; a group's last arrival in, its slabs added) and at 12 the block's last warp done (each warp's
+// lane 0 raises it at its end: in warp mode the warps settle their tails apart). Compiled out here.
 #define GEMM_TRACE_SLOTS 16
 #ifdef GEMM_TRACE
 __device__ unsigned long long gemm_trace[1024 * GEMM_TRACE_SLOTS];
@@ -184,9 +199,18 @@ __device__ unsigned long long gemm_trace[1024 * GEMM_TRACE_SLOTS];
         __syncthreads();  \
         GEMM_MARK(i, 0);  \
     } while (0)
+#define GEMM_WARP_DONE()                                                                        \
+    do {                                                                                        \
+        if ((threadIdx.x & 31) == 0) {                                                          \
+            unsigned long long t_;                                                              \
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                              \
+            atomicMax(&gemm_trace[blockIdx.x * GEMM_TRACE_SLOTS + 12], t_);                       \
+        }                                                                                       \
+    } while (0)
 #else
 #define GEMM_MARK(i, v)
 #define GEMM_SYNC_MARK(i)
+#define GEMM_WARP_DONE()
 #endif
 
 // The GEMM over R matrices (1, or gate and up: warps 0..3 and 4..7 over the same rows), every warp one 16-row tile
@@ -260,6 +284,18 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
     }
     float acc[8][4], run[8][4], T[8][4], P[2][32];  // super-block, part and tile-group sums; MMA chains
     int given0 = 0, given1 = 0;  // part sums this block gave the cut tile groups of its first and its last unit
+    // One GEMM (R = 1: every warp's tile its own) settles its cut parts and groups warp by warp: a warp arrives where
+    // its share of one ends, mid-range too (a block's first part and group end early in its range), and the warp
+    // completing a count adds the sums after the range (its own floats of each slab: a slab is the 256 threads'
+    // registers). No block barrier, so the two warpgroups never wait for each other; the counters are per warp. The
+    // SwiGLU (R = 2) needs its gate and up tiles in one block for the epilogue: it arrives block by block, after the
+    // range.
+    constexpr bool WARPS_ARRIVE = R == 1;
+    const auto part_counter = [&](int slot) { return counters + (WARPS_ARRIVE ? slot * MMA_WARPS + warp : slot); };
+    const auto group_counter = [&](int slot) {
+        return counters + (WARPS_ARRIVE ? (wk.blocks + slot) * MMA_WARPS + warp : wk.blocks + slot);
+    };
+    int fold_parts = 0, fold_groups = 0;  // warp mode: the parts (1 first, 2 last) and groups this warp completed
     uint8_t* xch = mma_smem + GEMM_XCH_AT(S * SB);
     // unit u's place, and its K part c = [lo, hi) of super-blocks, stepped along (a division only per part)
     UnitPos at = first;
@@ -368,60 +404,116 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
         fill.next(n_sb, groups);  // (past u1 unused)
         // acc = this super-block's sum: into its part's sum (run), then the part's sum into the group's (T)
         const int ug = u - sb;
-        if (ug + lo < u0) {  // a cut part begun in an earlier block: its super-block sums meet in scratch (below)
-            slab_store(sb_sums + ((long long)wk.block_of(ug + lo) * L + sb - lo) * GEMM_SLAB, acc);
-            continue;
+        if constexpr (WARPS_ARRIVE) {  // the same, with the warp's arrivals where its share of a cut one ends
+            const bool cut_part = ug + lo < u0 || ug + hi > u1, cut_group = ug < u0 || ug + n_sb > u1;
+            const int gside = ug == u0 - first.sb ? 0 : 1;  // the range's first tile group, or its last
+            if (cut_part) {
+                if (ug + lo < u0) {
+                    slab_store(sb_sums + ((long long)wk.block_of(ug + lo) * L + sb - lo) * GEMM_SLAB, acc);
+                } else {
+                    sum_into(run, acc, sb == lo);
+                    if (u + 1 == u1) slab_store(sb_sums + ((long long)blockIdx.x * L + sb - lo) * GEMM_SLAB, run);
+                }
+                if (sb + 1 == hi || u + 1 == u1) {  // this block's share of the part is in
+                    const int slot = wk.block_of(ug + lo);
+                    if (gemm_warp_arrive(part_counter(slot), 1, wk.block_of(ug + hi - 1) - slot + 1))
+                        fold_parts |= ug + lo < u0 ? 1 : 2;  // the part of the first unit, or of the last
+                }
+            } else {
+                sum_into(run, acc, sb == lo);
+                if (sb + 1 == hi) {
+                    if (cut_group) {
+                        slab_store(part_sums + ((long long)wk.block_of(ug) * sh.parts + c) * GEMM_SLAB, run);
+                        (gside ? given1 : given0)++;
+                    } else {
+                        sum_into(T, run, c == 0);
+                        if (c + 1 == sh.parts) store(T, xch, group, pass * GEMM_TOKENS);  // the whole group was here
+                    }
+                }
+            }
+            const int given = gside ? given1 : given0;
+            if (cut_group && given && (sb + 1 == n_sb || u + 1 == u1) &&
+                gemm_warp_arrive(group_counter(wk.block_of(ug)), given, sh.parts))
+                fold_groups |= 1 << gside;
+        } else {  // block mode: the arrivals after the range (below)
+            if (ug + lo < u0) {  // a cut part begun in an earlier block: its super-block sums meet in scratch
+                slab_store(sb_sums + ((long long)wk.block_of(ug + lo) * L + sb - lo) * GEMM_SLAB, acc);
+                continue;
+            }
+            sum_into(run, acc, sb == lo);
+            if (ug + hi > u1) {  // a cut part begun here: its share summed on, one slab (the prefix) at the end
+                if (u + 1 == u1) slab_store(sb_sums + ((long long)blockIdx.x * L + sb - lo) * GEMM_SLAB, run);
+                continue;
+            }
+            if (sb + 1 < hi) continue;
+            if (ug < u0 || ug + n_sb > u1) {  // the part is summed, its tile group cut: the sum meets the others
+                slab_store(part_sums + ((long long)wk.block_of(ug) * sh.parts + c) * GEMM_SLAB, run);
+                (ug == u0 - first.sb ? given0 : given1)++;
+                continue;
+            }
+            sum_into(T, run, c == 0);
+            if (c + 1 == sh.parts) store(T, xch, group, pass * GEMM_TOKENS);  // the whole group was here
         }
-        sum_into(run, acc, sb == lo);
-        if (ug + hi > u1) {  // a cut part begun here: its share summed on, one slab (the prefix) at the range's end
-            if (u + 1 == u1) slab_store(sb_sums + ((long long)blockIdx.x * L + sb - lo) * GEMM_SLAB, run);
-            continue;
-        }
-        if (sb + 1 < hi) continue;
-        if (ug < u0 || ug + n_sb > u1) {  // the part is summed, its tile group cut: the sum meets the others below
-            slab_store(part_sums + ((long long)wk.block_of(ug) * sh.parts + c) * GEMM_SLAB, run);
-            (ug == u0 - first.sb ? given0 : given1)++;
-            continue;
-        }
-        sum_into(T, run, c == 0);
-        if (c + 1 == sh.parts) store(T, xch, group, pass * GEMM_TOKENS);  // the whole group was this block's
     }
     // The cut parts and groups, after the range (their sums' stores have long drained: the release is quick): the
     // part holding the first unit, the one holding the last; then the first and the last tile group.
     const int r0 = u0 / n_sb, r1 = (u1 - 1) / n_sb;  // (pass, group) of the first and the last unit
     GEMM_MARK(3, 0);
-    GEMM_SYNC_MARK(7);
     int folds = 0;  // (the probe's) 1: a part fold, 2: a group fold
-    for (int side = 0; side < 2; side++) {
-        const int u = side ? u1 - 1 : u0, sb = u % n_sb, ug = u - sb, c = wk.part_of(sb);
-        const int lo = ug + wk.part_lo(c), hi = ug + wk.part_lo(c + 1);
-        if ((lo >= u0 && hi <= u1) || (side && lo <= u0)) continue;  // whole, or the first unit's part again
-        const int slot = wk.block_of(lo);
-        if (!gemm_block_arrive(counters + slot, 1, wk.block_of(hi - 1) - slot + 1)) continue;
-        GEMM_MARK(8, 0);
-        // the last to arrive adds them: the first block's prefix [lo, x) (one slab, at x - 1), then x .. hi - 1
-        const int x = wk.first(slot + 1);
-        slab_fold(sb_sums + ((long long)slot * L + x - 1 - lo) * GEMM_SLAB, hi - x + 1, run);
-        GEMM_MARK(9, 0);
-        folds |= 1;
-        slab_store(part_sums + ((long long)wk.block_of(ug) * sh.parts + c) * GEMM_SLAB, run);
-        (side && r1 != r0 ? given1 : given0)++;
-    }
-    GEMM_MARK(4, 0);
-    for (int side = 0; side < 2; side++) {
-        const int r = side ? r1 : r0, ug = r * n_sb;
-        const int given = side ? (r1 != r0 ? given1 : 0) : given0;
-        if (!given) continue;  // nothing given (a whole group is done; one group: counted once, by side 0)
-        const int slot = wk.block_of(ug);
-        if (!gemm_block_arrive(counters + wk.blocks + slot, given, sh.parts)) continue;
-        GEMM_MARK(10, 0);
-        slab_fold(part_sums + (long long)slot * sh.parts * GEMM_SLAB, sh.parts, T);  // the last adds the parts
-        GEMM_MARK(11, 0);
-        store(T, xch, r % groups, r / groups * GEMM_TOKENS);
-        folds |= 2;
+    if constexpr (WARPS_ARRIVE) {  // the arrivals are in: add up what this warp completed, its parts, then groups
+        for (int side = 0; side < 2; side++) {
+            if (!(fold_parts >> side & 1)) continue;
+            const int u = side ? u1 - 1 : u0, sb = u % n_sb, ug = u - sb, c = wk.part_of(sb);
+            const int lo = ug + wk.part_lo(c), hi = ug + wk.part_lo(c + 1), slot = wk.block_of(lo);
+            const int x = wk.first(slot + 1);  // the first block's prefix [lo, x) at x - 1, then x .. hi - 1
+            slab_fold(sb_sums + ((long long)slot * L + x - 1 - lo) * GEMM_SLAB, hi - x + 1, run);
+            folds |= 1;
+            slab_store(part_sums + ((long long)wk.block_of(ug) * sh.parts + c) * GEMM_SLAB, run);
+            const int gside = side && r1 != r0 ? 1 : 0;
+            if (gemm_warp_arrive(group_counter(wk.block_of(ug)), 1, sh.parts)) fold_groups |= 1 << gside;
+        }
+        GEMM_MARK(4, 0);
+        for (int side = 0; side < 2; side++) {
+            if (!(fold_groups >> side & 1)) continue;
+            const int r = side ? r1 : r0, slot = wk.block_of(r * n_sb);
+            slab_fold(part_sums + (long long)slot * sh.parts * GEMM_SLAB, sh.parts, T);  // its parts, in order
+            store(T, xch, r % groups, r / groups * GEMM_TOKENS);
+            folds |= 2;
+        }
+    } else {  // block mode: every block's arrivals after its range
+        GEMM_SYNC_MARK(7);
+        for (int side = 0; side < 2; side++) {
+            const int u = side ? u1 - 1 : u0, sb = u % n_sb, ug = u - sb, c = wk.part_of(sb);
+            const int lo = ug + wk.part_lo(c), hi = ug + wk.part_lo(c + 1);
+            if ((lo >= u0 && hi <= u1) || (side && lo <= u0)) continue;  // whole, or the first unit's part again
+            const int slot = wk.block_of(lo);
+            if (!gemm_block_arrive(part_counter(slot), 1, wk.block_of(hi - 1) - slot + 1)) continue;
+            GEMM_MARK(8, 0);
+            // the last to arrive adds them: the first block's prefix [lo, x) (one slab, at x - 1), then x .. hi - 1
+            const int x = wk.first(slot + 1);
+            slab_fold(sb_sums + ((long long)slot * L + x - 1 - lo) * GEMM_SLAB, hi - x + 1, run);
+            GEMM_MARK(9, 0);
+            folds |= 1;
+            slab_store(part_sums + ((long long)wk.block_of(ug) * sh.parts + c) * GEMM_SLAB, run);
+            (side && r1 != r0 ? given1 : given0)++;
+        }
+        GEMM_MARK(4, 0);
+        for (int side = 0; side < 2; side++) {
+            const int r = side ? r1 : r0, ug = r * n_sb;
+            const int given = side ? (r1 != r0 ? given1 : 0) : given0;
+            if (!given) continue;  // nothing given (a whole group is done; one group: counted once, by side 0)
+            const int slot = wk.block_of(ug);
+            if (!gemm_block_arrive(group_counter(slot), given, sh.parts)) continue;
+            GEMM_MARK(10, 0);
+            slab_fold(part_sums + (long long)slot * sh.parts * GEMM_SLAB, sh.parts, T);  // the last adds the parts
+            GEMM_MARK(11, 0);
+            store(T, xch, r % groups, r / groups * GEMM_TOKENS);
+            folds |= 2;
+        }
     }
     GEMM_MARK(5, 0);
     GEMM_MARK(6, (u1 - u0) | folds << 16);
+    GEMM_WARP_DONE();
     (void)folds;
 }
 

@@ -5,10 +5,11 @@
 
 With -DGEMM_TRACE, thread 0 of every GEMM block writes the global timer at the marks of ptx/gemm.cuh gemm_body
 (GEMM_MARK: 0 entry, 1 after pdl_wait, 2 first stage in, 3 range done, 4 cut parts settled, 5 cut groups
-settled; 7..11 the tail's steps: every warp done, a part's last arrival, its slabs added, a group's last
-arrival, its slabs added) into the module's `gemm_trace`. Each matrix of gemv_speed.SHAPES runs as in a step
-(stager + GEMM, PDL), three times to warm up, then once traced. Prints per matrix the marks' spread over the
-blocks (us from the first block's entry), the tail's steps, and the blocks that finish last, with what they did.
+settled; 7..11 the block mode's tail steps: every warp done, a part's last arrival, its slabs added, a group's
+last arrival, its slabs added; 12 the block's last warp done) into the module's `gemm_trace`. Each matrix of
+gemv_speed.SHAPES runs as in a step (stager + GEMM, PDL), three times to warm up, then once traced. Prints per
+matrix the marks' spread over the blocks (us from the first block's entry), the tail's steps, and the blocks
+that finish last, with what they did.
 """
 
 from __future__ import annotations
@@ -88,10 +89,10 @@ def main() -> int:
         units, folds = tr[:, 6] & 0xFFFF, tr[:, 6] >> 16
         print(
             f"== {name} ({qtype}), m = {m}: {blocks} blocks, units per block {units.min()}..{units.max()}, "
-            f"kernel {t[:, 5].max():.1f} us from the first entry"
+            f"kernel {t[:, 12].max():.1f} us from the first entry"
         )
         print(f"   {'mark':10} {'min':>7} {'median':>7} {'p90':>7} {'max':>7}   (us)")
-        for i, mark in enumerate(MARKS):
+        for i, mark in [*enumerate(MARKS), (12, "last warp")]:
             col = t[:, i]
             print(f"   {mark:10} {col.min():7.1f} {np.median(col):7.1f} {np.percentile(col, 90):7.1f} {col.max():7.1f}")
         span = t[:, 3] - t[:, 2]
@@ -106,9 +107,9 @@ def main() -> int:
             if sel.any():
                 d = t[sel, i] - t[sel, j]
                 print(f"   {what:20} {sel.sum():4d} blocks, median {np.median(d):5.1f} us, max {d.max():5.1f}")
-        last = np.argsort(t[:, 5])[-4:][::-1]
+        last = np.argsort(t[:, 12])[-4:][::-1]
         for b in last:
-            marks = " ".join(f"{v:6.1f}" for v in t[b, :6])
+            marks = " ".join(f"{v:6.1f}" for v in t[b, [0, 1, 2, 3, 4, 5, 12]])
             print(f"   block {b:3d}: {marks}   units {units[b]} folds {folds[b]}")
         for buf in [*ws, xb, *ys, act]:
             buf.free()
