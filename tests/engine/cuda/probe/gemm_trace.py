@@ -86,6 +86,8 @@ def main() -> int:
         tr = read_trace(kt.modules[f"gemv_{qtype}"], blocks)
         t = (tr.astype(np.int64) - int(tr[:, 0].min())) / 1e3  # column 6 is no time (units, folds)
         taken = tr != 0  # marks 7..11: where the block took that step
+        if not taken[:, 12].any():  # a build without the last-warp mark (before warp-fold): the block's end
+            t[:, 12] = t[:, 5]
         units, folds = tr[:, 6] & 0xFFFF, tr[:, 6] >> 16
         print(
             f"== {name} ({qtype}), m = {m}: {blocks} blocks, units per block {units.min()}..{units.max()}, "
