@@ -468,6 +468,11 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
             const int x = wk.first(slot + 1);  // the first block's prefix [lo, x) at x - 1, then x .. hi - 1
             slab_fold(sb_sums + ((long long)slot * L + x - 1 - lo) * GEMM_SLAB, hi - x + 1, run);
             folds |= 1;
+            if (sh.parts == 1) {  // the part is the tile group: its sum is the group's, no second level
+                store(run, xch, ug / n_sb % groups, ug / n_sb / groups * GEMM_TOKENS);
+                folds |= 2;
+                continue;
+            }
             slab_store(part_sums + ((long long)wk.block_of(ug) * sh.parts + c) * GEMM_SLAB, run);
             const int gside = side && r1 != r0 ? 1 : 0;
             if (gemm_warp_arrive(group_counter(wk.block_of(ug)), 1, sh.parts)) fold_groups |= 1 << gside;
@@ -494,6 +499,11 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
             slab_fold(sb_sums + ((long long)slot * L + x - 1 - lo) * GEMM_SLAB, hi - x + 1, run);
             GEMM_MARK(9, 0);
             folds |= 1;
+            if (sh.parts == 1) {  // the part is the tile group (the SwiGLU's): the epilogue now, no second level
+                store(run, xch, ug / n_sb % groups, ug / n_sb / groups * GEMM_TOKENS);
+                folds |= 2;
+                continue;
+            }
             slab_store(part_sums + ((long long)wk.block_of(ug) * sh.parts + c) * GEMM_SLAB, run);
             (side && r1 != r0 ? given1 : given0)++;
         }

@@ -82,17 +82,23 @@ def test_gemv_matches_dequantized_float64_matmul(gpu, qtype):
 
 
 @pytest.mark.parametrize("qtype", GEMV_TYPES)
-@pytest.mark.parametrize("n_out,n_in,serial", [(67, 2560, False), (2560 // 16 * 3, 4608, True), (5120, 2560, False)])
-def test_every_row_count_is_bitwise_the_single_row(gpu, qtype, n_out, n_in, serial, monkeypatch):
+@pytest.mark.parametrize(
+    "n_out,n_in,k_split",
+    [(67, 2560, "across"), (2560 // 16 * 3, 4608, "serial"), (5120, 2560, "across"), (1280, 2560, "none")],
+)
+def test_every_row_count_is_bitwise_the_single_row(gpu, qtype, n_out, n_in, k_split, monkeypatch):
     """Row i of an m-row launch is bitwise the m=1 launch on row i alone, for every m in 1..64 (decode steps)
-    and for prefill chunks of 65..256 rows (several passes); always with a K split (B > 1): across blocks at every
-    m, or (`serial`: the fill rule waived) walked by one block from NT = 4 on. From GEMM_MIN_ROWS rows on the
+    and for prefill chunks of 65..256 rows (several passes); with a K split (B > 1) across blocks at every m, or
+    (`serial`: the fill rule waived) walked by one block from NT = 4 on, or none (one K part, as wide matrices
+    have: the GEMM's cut groups then settle at the part level alone). From GEMM_MIN_ROWS rows on the
     launches are the 64-token GEMM (ptx/gemm.cuh, at every size here: the decode-size threshold waived): wgmma
     against the m = 1 mma.sync, its blocks' shares of the units cut through K parts and tile groups (5120 x 2560:
     40 groups of 4 parts of 2 - 3 super-blocks), and the same bits for any number of GEMM blocks."""
     monkeypatch.setattr(kernels, "GEMM_DECODE_MIN_UNITS", 0)
-    if serial:
+    if k_split == "serial":
         monkeypatch.setattr(kernels, "MMA_SERIAL_MIN_FILL", 0.0)
+    if k_split == "none":
+        monkeypatch.setattr(kernels, "MMA_GEMV_TARGET_BLOCKS", 1)
     row_counts = SIM_ROW_COUNTS if gpu.simulated else ROW_COUNTS
     n_out = min(n_out, SIM_MAX_ROWS_OUT) if gpu.simulated else n_out
     rng = np.random.default_rng()
@@ -126,7 +132,7 @@ def test_every_row_count_is_bitwise_the_single_row(gpu, qtype, n_out, n_in, seri
         parts = mma_blocks_per_group(groups, n_in // 256, kernels.MMA_GEMV_TARGET_BLOCKS)
         stage, k = _gemv(gpu, qtype, w, x_all, y, n_out, 256)
         assert stage.name == "gemm_stage_x" and k.name == f"mma_gemm_{qtype}" and ROW_COUNTS[-1] == 256
-        assert parts > 1 and int(k.cells[-3][0]) == parts  # the parts' sums were added, as the test says
+        assert (parts == 1) == (k_split == "none") and int(k.cells[-3][0]) == parts  # the K split the test says
         assert k.grid[0] == kernels.gemm_blocks(4, groups, n_in // 256, parts)
 
 
@@ -164,9 +170,15 @@ def test_residual_add_in_place(gpu):
     assert np.linalg.norm(gpu.get(hb, (4, 64)) - ref) / np.linalg.norm(ref) < GEMV_REL_TOL
 
 
+@pytest.mark.parametrize("k_split", ["across", "none"])
 @pytest.mark.parametrize("qtype", MMA_TYPES)
-def test_swiglu_gemv_matches_oracle_and_is_row_invariant(gpu, qtype, monkeypatch):
+def test_swiglu_gemv_matches_oracle_and_is_row_invariant(gpu, qtype, k_split, monkeypatch):
+    """The SwiGLU launch against the float64 oracle, and every row count (GEMM blocks cutting its units too)
+    bitwise the 100-row launch; with the K split across blocks, or none (one K part: the GEMM's cut groups then
+    settle at the part level alone)."""
     monkeypatch.setattr(kernels, "GEMM_DECODE_MIN_UNITS", 0)  # the GEMM from GEMM_MIN_ROWS rows even on this size
+    if k_split == "none":
+        monkeypatch.setattr(kernels, "MMA_TARGET_BLOCKS", 1)
     rng = np.random.default_rng()
     n_ff, n_in = 256 + 64, 768
     (rg, dg), (ru, du) = random_weight(qtype, n_ff, n_in, rng), random_weight(qtype, n_ff, n_in, rng)
