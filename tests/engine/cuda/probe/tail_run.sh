@@ -1,6 +1,7 @@
 #!/bin/bash
 # The GEMM's cut tail on the GPU machine, from a checkout of branch warp-fold (ptx/ = warp mode): its GPU tests, then
-# GEMM speed, block timelines and whole steps against main and prefix-slab, in one call (~8 min; the GPU tests ~4.5 with the new row-count cases). Build here first:
+# GEMM speed, block timelines and whole steps against main and prefix-slab, in one call (~8 min, the GPU tests ~4.5
+# with the two new row-count shapes). Build here first:
 #   bash tests/engine/cuda/branch_ptx.sh main main; bash tests/engine/cuda/branch_ptx.sh prefix-slab prefix-slab
 #   for v in warp-fold prefix-slab; do d=.ptxvar/trace-$v; mkdir -p $d /tmp/src-$v; git archive $v ptx | tar x -C /tmp/src-$v
 #     for t in q4_k q6_k; do nvcc -ptx -arch=sm_90a -O3 -std=c++17 -DGEMM_TRACE -I /tmp/src-$v/ptx \
