@@ -88,22 +88,26 @@ struct UnitPos {
     }
 };
 
-// The block adds k arrivals to `counter` (of n in all): true in the block whose arrivals complete it (which resets
-// it for the next launch). The block's stores before it are released, the other blocks' acquired (as
-// arrive_release_acquire does).
-__device__ __forceinline__ bool gemm_block_arrive(int* counter, int k, int n) {
-    __shared__ int last;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        last = add_release_acquire(counter, k) + k == n;
-        if (last) *counter = 0;
+// The warpgroup adds k arrivals to `counter` (of n in all): true in the warpgroup whose arrivals complete it (which
+// resets it for the next launch). Its threads' stores before it are released, the other arrivals' acquired (as
+// arrive_release_acquire does for a block, behind a named barrier of the warpgroup's 128 threads).
+__device__ __forceinline__ bool gemm_warpgroup_arrive(int* counter, int k, int n) {
+    __shared__ int last[MMA_WARPS / 4];
+    const int wg = threadIdx.x >> 7;
+    warpgroup_sync();
+    if ((threadIdx.x & 127) == 0) {
+        last[wg] = add_release_acquire(counter, k) + k == n;
+        if (last[wg]) *counter = 0;
     }
-    __syncthreads();
-    return last;
+    warpgroup_sync();
+    // read as lane 0's value: ptxas then knows it is the same in the whole warp, and the fold loops it guards stay
+    // uniform branches (read as last[wg], with wg from threadIdx, it was not: ptxas then kept the unit loop's wgmma
+    // descriptors in regular registers, 88 R2UR against 21)
+    return __shfl_sync(0xffffffffu, last[wg], 0);
 }
 
 // The warp adds k arrivals to `counter` (of n in all): true in the warp whose arrivals complete it (which resets it).
-// As gemm_block_arrive at warp scope: its lanes' stores before it released, the other warps' acquired.
+// As gemm_warpgroup_arrive at warp scope: its lanes' stores before it released, the other warps' acquired.
 __device__ __forceinline__ bool gemm_warp_arrive(int* counter, int k, int n) {
     __syncwarp();
     int last = 0;
@@ -180,7 +184,7 @@ __device__ __forceinline__ void slab_fold(const float* base, int n, float (&v)[8
 // A timeline probe (tests/engine/cuda/probe/gemm_trace.py builds the kernels with -DGEMM_TRACE): thread 0 of
 // each block writes the global timer at marks 0..5 of gemm_body (entry, after pdl_wait, first stage in, range
 // done, cut parts settled, cut groups settled) and, at 6, its units and which folds it did; the tail's steps at
-// 7..11 (block mode: every warp's range done, behind a block barrier only this build has; a part's last arrival
+// 7..11 (warpgroup mode, warpgroup 0's: its warps' ranges done, behind a barrier only this build has; a part's last arrival
 // in, its slabs added; a group's last arrival in, its slabs added) and at 12 the block's last warp done (each warp's
 // lane 0 raises it at its end: in warp mode the warps settle their tails apart). Compiled out here.
 #define GEMM_TRACE_SLOTS 16
@@ -196,7 +200,7 @@ __device__ unsigned long long gemm_trace[1024 * GEMM_TRACE_SLOTS];
     } while (0)
 #define GEMM_SYNC_MARK(i) \
     do {                  \
-        __syncthreads();  \
+        warpgroup_sync(); \
         GEMM_MARK(i, 0);  \
     } while (0)
 #define GEMM_WARP_DONE()                                                                        \
@@ -213,8 +217,21 @@ __device__ unsigned long long gemm_trace[1024 * GEMM_TRACE_SLOTS];
 #define GEMM_WARP_DONE()
 #endif
 
-// The GEMM over R matrices (1, or gate and up: warps 0..3 and 4..7 over the same rows), every warp one 16-row tile
-// of its tile group. Per unit the arithmetic of mma_warp: the super-block summed from zero; a K part's sum is its
+// Warp w's 16-row tile in its tile group, and its matrix. One GEMM (R = 1): tile w of W. The SwiGLU (R = 2, tile
+// groups of 4 tiles): warpgroup k = w / 4 holds tiles 2k and 2k + 1 of both matrices, gate in warps 4k, 4k + 1 and
+// up in 4k + 2, 4k + 3, so that each warpgroup has the gate and up sums of its rows and settles them alone (the
+// epilogue, the cut parts and groups) behind its own barrier, never waiting for the other warpgroup.
+template <int R>
+__device__ __forceinline__ int gemm_tile_of(int warp) {
+    return R == 1 ? warp : (warp >> 2) * 2 + (warp & 1);
+}
+template <int R>
+__device__ __forceinline__ int gemm_mat_of(int warp) {
+    return R == 1 ? 0 : (warp >> 1) & 1;
+}
+
+// The GEMM over R matrices (1, or gate and up over the same rows: gemm_tile_of), every warp one 16-row tile of its
+// tile group. Per unit the arithmetic of mma_warp: the super-block summed from zero; a K part's sum is its
 // super-blocks' sums added in order, the tile's sum its parts' sums added in order. A part lying wholly in the
 // block is added up in registers; the super-block sums of a part cut by a range boundary go to scratch, and the
 // last block of the part to arrive adds them. Likewise the part sums of a tile group cut by a boundary, and the
@@ -224,7 +241,7 @@ __device__ unsigned long long gemm_trace[1024 * GEMM_TRACE_SLOTS];
 // after the stages, GEMM_XCH_AT).
 // scratch: [blocks][longest part] super-block sums, [blocks][parts] part sums (each cut part or group is filed
 // under the block holding its first unit: at most one of each starts in a block and runs past it); counters:
-// [blocks] for the parts, [blocks] for the groups.
+// [blocks][ARRIVERS] for the parts, then [blocks][ARRIVERS] for the groups (one per warp, or per warpgroup).
 template <class F, int R, class Store>
 __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const uint8_t* gx, const MmaShape& sh,
                                           float* scratch, int* counters, const Store& store) {
@@ -234,6 +251,7 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
     pdl_launch_dependents();
     GEMM_MARK(0, 0);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = lane & 3;
+    const int tile_in_group = gemm_tile_of<R>(warp), mat = gemm_mat_of<R>(warp);
     const int n_sb = sh.n_in >> 8, groups = (sh.n_tiles + TPB - 1) / TPB;
     const GemmWork wk{n_sb, groups, sh.parts, (sh.m + GEMM_TOKENS - 1) / GEMM_TOKENS * groups * n_sb, (int)gridDim.x};
     const int u0 = wk.first(blockIdx.x), u1 = wk.first(blockIdx.x + 1), L = (n_sb + sh.parts - 1) / sh.parts;
@@ -258,14 +276,14 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
     __syncthreads();
     // stage (u - u0) % S <- unit u: this warp's weight unit (asked for before pdl_wait), and the pass's x chunk
     const auto fill_w = [&](int u, const UnitPos& at) {
-        const int sb = at.sb, tile = min(at.group * TPB + warp % TPB, sh.n_tiles - 1);
+        const int sb = at.sb, tile = min(at.group * TPB + tile_in_group, sh.n_tiles - 1);
 #ifdef GEMM_PROBE_W_ONCE
         if (lane == 0 && u >= u0 + S) mbar_arrive(bars + 8 * ((u - u0) % S));
         else
 #endif
         if (lane == 0)
             bulk_copy(stages + (u - u0) % S * SB + XB + warp * F::UNIT,
-                      W[warp / TPB] + (long long)F::UNIT * ((long long)n_sb * tile + sb), F::UNIT,
+                      W[mat] + (long long)F::UNIT * ((long long)n_sb * tile + sb), F::UNIT,
                       bars + 8 * ((u - u0) % S));
     };
     const auto fill_x = [&](int u, const UnitPos& at) {  // by one thread
@@ -288,13 +306,13 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
     // its share of one ends, mid-range too (a block's first part and group end early in its range), and the warp
     // completing a count adds the sums after the range (its own floats of each slab: a slab is the 256 threads'
     // registers). No block barrier, so the two warpgroups never wait for each other; the counters are per warp. The
-    // SwiGLU (R = 2) needs its gate and up tiles in one block for the epilogue: it arrives block by block, after the
-    // range.
+    // SwiGLU (R = 2) needs a tile's gate and up sums in one warpgroup for the epilogue: it arrives warpgroup by
+    // warpgroup, after the range (warpgroup mode; the counters are per warpgroup).
     constexpr bool WARPS_ARRIVE = R == 1;
-    const auto part_counter = [&](int slot) { return counters + (WARPS_ARRIVE ? slot * MMA_WARPS + warp : slot); };
-    const auto group_counter = [&](int slot) {
-        return counters + (WARPS_ARRIVE ? (wk.blocks + slot) * MMA_WARPS + warp : wk.blocks + slot);
-    };
+    constexpr int ARRIVERS = WARPS_ARRIVE ? MMA_WARPS : MMA_WARPS / 4;  // counters per slot
+    const int me = WARPS_ARRIVE ? warp : warp >> 2;
+    const auto part_counter = [&](int slot) { return counters + slot * ARRIVERS + me; };
+    const auto group_counter = [&](int slot) { return counters + (wk.blocks + slot) * ARRIVERS + me; };
     int fold_parts = 0, fold_groups = 0;  // warp mode: the parts (1 first, 2 last) and groups this warp completed
     uint8_t* xch = mma_smem + GEMM_XCH_AT(S * SB);
     // unit u's place, and its K part c = [lo, hi) of super-blocks, stepped along (a division only per part)
@@ -435,7 +453,7 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
             if (cut_group && given && (sb + 1 == n_sb || u + 1 == u1) &&
                 gemm_warp_arrive(group_counter(wk.block_of(ug)), given, sh.parts))
                 fold_groups |= 1 << gside;
-        } else {  // block mode: the arrivals after the range (below)
+        } else {  // warpgroup mode: the arrivals after the range (below)
             if (ug + lo < u0) {  // a cut part begun in an earlier block: its super-block sums meet in scratch
                 slab_store(sb_sums + ((long long)wk.block_of(ug + lo) * L + sb - lo) * GEMM_SLAB, acc);
                 continue;
@@ -485,14 +503,14 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
             store(T, xch, r % groups, r / groups * GEMM_TOKENS);
             folds |= 2;
         }
-    } else {  // block mode: every block's arrivals after its range
+    } else {  // warpgroup mode: every warpgroup's arrivals after its range
         GEMM_SYNC_MARK(7);
         for (int side = 0; side < 2; side++) {
             const int u = side ? u1 - 1 : u0, sb = u % n_sb, ug = u - sb, c = wk.part_of(sb);
             const int lo = ug + wk.part_lo(c), hi = ug + wk.part_lo(c + 1);
             if ((lo >= u0 && hi <= u1) || (side && lo <= u0)) continue;  // whole, or the first unit's part again
             const int slot = wk.block_of(lo);
-            if (!gemm_block_arrive(part_counter(slot), 1, wk.block_of(hi - 1) - slot + 1)) continue;
+            if (!gemm_warpgroup_arrive(part_counter(slot), 1, wk.block_of(hi - 1) - slot + 1)) continue;
             GEMM_MARK(8, 0);
             // the last to arrive adds them: the first block's prefix [lo, x) (one slab, at x - 1), then x .. hi - 1
             const int x = wk.first(slot + 1);
@@ -513,7 +531,7 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
             const int given = side ? (r1 != r0 ? given1 : 0) : given0;
             if (!given) continue;  // nothing given (a whole group is done; one group: counted once, by side 0)
             const int slot = wk.block_of(ug);
-            if (!gemm_block_arrive(group_counter(slot), given, sh.parts)) continue;
+            if (!gemm_warpgroup_arrive(group_counter(slot), given, sh.parts)) continue;
             GEMM_MARK(10, 0);
             slab_fold(part_sums + (long long)slot * sh.parts * GEMM_SLAB, sh.parts, T);  // the last adds the parts
             GEMM_MARK(11, 0);
@@ -596,29 +614,30 @@ struct GemmGemvStore {
             }
     }
 };
-// SwiGLU: the up warps leave their tiles in shared memory (xch, 4 x [64 tokens][16 rows] floats), the gate warps
-// replace them by act = silu(gate) * up, then the block writes act in the split format (swiglu_store).
+// SwiGLU, by each warpgroup for its two tiles (gemm_tile_of): the up warps leave their tiles in shared memory (xch,
+// tile i of the group at i x [64 tokens][16 rows] floats), the gate warps replace them by act = silu(gate) * up,
+// then the warpgroup writes act in the split format (swiglu_store).
 struct GemmSwigluStore {
     uint4* act;
     float* act_sum;
     int n_ff;
     MmaShape sh;
     __device__ __forceinline__ void operator()(const float (&T)[8][4], uint8_t* xch, int group, int tok0) const {
-        constexpr int TPB = MMA_WARPS / 2, TILE = GEMM_TOKENS * 16;
+        constexpr int TILE = GEMM_TOKENS * 16;
         const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
         float* tiles = reinterpret_cast<float*>(xch);
-        float* mine = tiles + (warp % TPB) * TILE;
-        // every warp is past the previous group's swiglu_store (which reads xch): without a block barrier per unit a
-        // warp may run up to two units ahead, and a tile group may be as short as one unit
-        __syncthreads();
-        if (warp >= TPB) {
+        float* mine = tiles + gemm_tile_of<2>(warp) * TILE;
+        // every warp of the warpgroup is past the previous group's swiglu_store (which reads xch): without a barrier
+        // per unit a warp may run up to two units ahead, and a tile group may be as short as one unit
+        warpgroup_sync();
+        if (gemm_mat_of<2>(warp) == 1) {
 #pragma unroll
             for (int j = 0; j < 8; j++)
 #pragma unroll
                 for (int i = 0; i < 4; i++) mine[frag_at(j, i, g, t)] = T[j][i];
         }
-        __syncthreads();
-        if (warp < TPB) {
+        warpgroup_sync();
+        if (gemm_mat_of<2>(warp) == 0) {
 #pragma unroll
             for (int j = 0; j < 8; j++)
 #pragma unroll
@@ -627,8 +646,10 @@ struct GemmSwigluStore {
                     v = swiglu(T[j][i], v);
                 }
         }
-        __syncthreads();
-        swiglu_store<GEMM_TOKENS / 8, false>(tiles, TILE, group, tok0, act, act_sum, n_ff, sh);
+        warpgroup_sync();
+        const int wg = warp >> 2;
+        swiglu_store<GEMM_TOKENS / 8, false, 2, 128>(tiles, TILE, group, tok0, act, act_sum, n_ff, sh, 2 * wg,
+                                                    threadIdx.x & 127);
     }
 };
 
