@@ -119,7 +119,9 @@ def test_every_row_count_is_bitwise_the_single_row(gpu, qtype, n_out, n_in, k_sp
     single = np.empty((top, n_out), np.float32)
     for i in range(top):
         y = gpu.poisoned((16, n_out))
-        gpu.run(_gemv(gpu, qtype, w, gpu.put_split(x[i : i + 1]), y, n_out, 1))
+        # row i, then 15 other rows: the float GEMV of one row reads a 16-row group (as the engine's buffers hold)
+        alone = np.concatenate([x[i : i + 1], np.roll(x, -i - 1, axis=0)[:15]])
+        gpu.run(_gemv(gpu, qtype, w, gpu.put_split(alone), y, n_out, 1))
         single[i] = gpu.get(y, (16, n_out))[0]
     assert np.isfinite(single).all()
     x_all = gpu.put_split(x)
