@@ -88,17 +88,35 @@ struct UnitPos {
     }
 };
 
-// The block adds k arrivals to `counter` (of n in all): true in the block whose arrivals complete it (which resets
-// it for the next launch). The block's stores before it are released, the other blocks' acquired (as
-// arrive_release_acquire does).
-__device__ __forceinline__ bool gemm_block_arrive(int* counter, int k, int n) {
-    __shared__ int last;
-    __syncthreads();
-    if (threadIdx.x == 0) {
+// The warpgroup adds k arrivals to `counter` (of n in all): true in the warpgroup whose arrivals complete it (which
+// resets it for the next launch). Its threads' stores before it are released, the other arrivals' acquired (as
+// arrive_release_acquire does for a block, behind a named barrier of the warpgroup's 128 threads).
+__device__ __forceinline__ bool gemm_warpgroup_arrive(int* counter, int k, int n) {
+    __shared__ int last[MMA_WARPS / 4];
+    const int wg = threadIdx.x >> 7;
+    warpgroup_sync();
+    if ((threadIdx.x & 127) == 0) {
+        last[wg] = add_release_acquire(counter, k) + k == n;
+        if (last[wg]) *counter = 0;
+    }
+    warpgroup_sync();
+    // read as lane 0's value: ptxas then knows it is the same in the whole warp, and the fold loops it guards stay
+    // uniform branches (read as last[wg], with wg from threadIdx, it was not: ptxas then kept the unit loop's wgmma
+    // descriptors in regular registers, 88 R2UR against 21)
+    return __shfl_sync(0xffffffffu, last[wg], 0);
+}
+
+// The warp adds k arrivals to `counter` (of n in all): true in the warp whose arrivals complete it (which resets it).
+// As gemm_warpgroup_arrive at warp scope: its lanes' stores before it released, the other warps' acquired.
+__device__ __forceinline__ bool gemm_warp_arrive(int* counter, int k, int n) {
+    __syncwarp();
+    int last = 0;
+    if ((threadIdx.x & 31) == 0) {
         last = add_release_acquire(counter, k) + k == n;
         if (last) *counter = 0;
     }
-    __syncthreads();
+    last = __shfl_sync(0xffffffffu, last, 0);
+    __syncwarp();
     return last;
 }
 
@@ -166,23 +184,55 @@ __device__ __forceinline__ void slab_fold(const float* base, int n, float (&v)[8
 // GEMM_PROBE_NO_SCALE applies only the last scale group. Compiled out here.
 // A timeline probe (tests/engine/cuda/probe/gemm_trace.py builds the kernels with -DGEMM_TRACE): thread 0 of
 // each block writes the global timer at marks 0..5 of gemm_body (entry, after pdl_wait, first stage in, range
-// done, cut parts settled, cut groups settled) and, at 6, its units and which folds it did. Compiled out here.
+// done, cut parts settled, cut groups settled) and, at 6, its units and which folds it did; the tail's steps at
+// 7..11 (warpgroup mode, warpgroup 0's: its warps' ranges done, behind a barrier only this build has; a part's last arrival
+// in, its slabs added; a group's last arrival in, its slabs added) and at 12 the block's last warp done (each warp's
+// lane 0 raises it at its end: in warp mode the warps settle their tails apart). Compiled out here.
+#define GEMM_TRACE_SLOTS 16
 #ifdef GEMM_TRACE
-__device__ unsigned long long gemm_trace[1024 * 8];
+__device__ unsigned long long gemm_trace[1024 * GEMM_TRACE_SLOTS];
 #define GEMM_MARK(i, v)                                                               \
     do {                                                                              \
         if (threadIdx.x == 0) {                                                       \
             unsigned long long t_;                                                    \
             asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                    \
-            gemm_trace[blockIdx.x * 8 + (i)] = (i) == 6 ? (unsigned long long)(v) : t_; \
+            gemm_trace[blockIdx.x * GEMM_TRACE_SLOTS + (i)] = (i) == 6 ? (unsigned long long)(v) : t_; \
         }                                                                             \
+    } while (0)
+#define GEMM_SYNC_MARK(i) \
+    do {                  \
+        warpgroup_sync(); \
+        GEMM_MARK(i, 0);  \
+    } while (0)
+#define GEMM_WARP_DONE()                                                                        \
+    do {                                                                                        \
+        if ((threadIdx.x & 31) == 0) {                                                          \
+            unsigned long long t_;                                                              \
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                              \
+            atomicMax(&gemm_trace[blockIdx.x * GEMM_TRACE_SLOTS + 12], t_);                       \
+        }                                                                                       \
     } while (0)
 #else
 #define GEMM_MARK(i, v)
+#define GEMM_SYNC_MARK(i)
+#define GEMM_WARP_DONE()
 #endif
 
-// The GEMM over R matrices (1, or gate and up: warps 0..3 and 4..7 over the same rows), every warp one 16-row tile
-// of its tile group. Per unit the arithmetic of mma_warp: the super-block summed from zero; a K part's sum is its
+// Warp w's 16-row tile in its tile group, and its matrix. One GEMM (R = 1): tile w of W. The SwiGLU (R = 2, tile
+// groups of 4 tiles): warpgroup k = w / 4 holds tiles 2k and 2k + 1 of both matrices, gate in warps 4k, 4k + 1 and
+// up in 4k + 2, 4k + 3, so that each warpgroup has the gate and up sums of its rows and settles them alone (the
+// epilogue, the cut parts and groups) behind its own barrier, never waiting for the other warpgroup.
+template <int R>
+__device__ __forceinline__ int gemm_tile_of(int warp) {
+    return R == 1 ? warp : (warp >> 2) * 2 + (warp & 1);
+}
+template <int R>
+__device__ __forceinline__ int gemm_mat_of(int warp) {
+    return R == 1 ? 0 : (warp >> 1) & 1;
+}
+
+// The GEMM over R matrices (1, or gate and up over the same rows: gemm_tile_of), every warp one 16-row tile of its
+// tile group. Per unit the arithmetic of mma_warp: the super-block summed from zero; a K part's sum is its
 // super-blocks' sums added in order, the tile's sum its parts' sums added in order. A part lying wholly in the
 // block is added up in registers; the super-block sums of a part cut by a range boundary go to scratch, and the
 // last block of the part to arrive adds them. Likewise the part sums of a tile group cut by a boundary, and the
@@ -192,7 +242,7 @@ __device__ unsigned long long gemm_trace[1024 * 8];
 // after the stages, GEMM_XCH_AT).
 // scratch: [blocks][longest part] super-block sums, [blocks][parts] part sums (each cut part or group is filed
 // under the block holding its first unit: at most one of each starts in a block and runs past it); counters:
-// [blocks] for the parts, [blocks] for the groups.
+// [blocks][ARRIVERS] for the parts, then [blocks][ARRIVERS] for the groups (one per warp, or per warpgroup).
 template <class F, int R, class Store>
 __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const uint8_t* gx, const MmaShape& sh,
                                           float* scratch, int* counters, const Store& store) {
@@ -202,6 +252,7 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
     pdl_launch_dependents();
     GEMM_MARK(0, 0);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = lane & 3;
+    const int tile_in_group = gemm_tile_of<R>(warp), mat = gemm_mat_of<R>(warp);
     const int n_sb = sh.n_in >> 8, groups = (sh.n_tiles + TPB - 1) / TPB;
     const GemmWork wk{n_sb, groups, sh.parts, (sh.m + GEMM_TOKENS - 1) / GEMM_TOKENS * groups * n_sb, (int)gridDim.x};
     const int u0 = wk.first(blockIdx.x), u1 = wk.first(blockIdx.x + 1), L = (n_sb + sh.parts - 1) / sh.parts;
@@ -226,14 +277,14 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
     __syncthreads();
     // stage (u - u0) % S <- unit u: this warp's weight unit (asked for before pdl_wait), and the pass's x chunk
     const auto fill_w = [&](int u, const UnitPos& at) {
-        const int sb = at.sb, tile = min(at.group * TPB + warp % TPB, sh.n_tiles - 1);
+        const int sb = at.sb, tile = min(at.group * TPB + tile_in_group, sh.n_tiles - 1);
 #ifdef GEMM_PROBE_W_ONCE
         if (lane == 0 && u >= u0 + S) mbar_arrive(bars + 8 * ((u - u0) % S));
         else
 #endif
         if (lane == 0)
             bulk_copy(stages + (u - u0) % S * SB + XB + warp * F::UNIT,
-                      W[warp / TPB] + (long long)F::UNIT * ((long long)n_sb * tile + sb), F::UNIT,
+                      W[mat] + (long long)F::UNIT * ((long long)n_sb * tile + sb), F::UNIT,
                       bars + 8 * ((u - u0) % S));
     };
     const auto fill_x = [&](int u, const UnitPos& at) {  // by one thread
@@ -252,6 +303,18 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
     }
     float acc[8][4], run[8][4], T[8][4], P[2][32];  // super-block, part and tile-group sums; MMA chains
     int given0 = 0, given1 = 0;  // part sums this block gave the cut tile groups of its first and its last unit
+    // One GEMM (R = 1: every warp's tile its own) settles its cut parts and groups warp by warp: a warp arrives where
+    // its share of one ends, mid-range too (a block's first part and group end early in its range), and the warp
+    // completing a count adds the sums after the range (its own floats of each slab: a slab is the 256 threads'
+    // registers). No block barrier, so the two warpgroups never wait for each other; the counters are per warp. The
+    // SwiGLU (R = 2) needs a tile's gate and up sums in one warpgroup for the epilogue: it arrives warpgroup by
+    // warpgroup, after the range (warpgroup mode; the counters are per warpgroup).
+    constexpr bool WARPS_ARRIVE = R == 1;
+    constexpr int ARRIVERS = WARPS_ARRIVE ? MMA_WARPS : MMA_WARPS / 4;  // counters per slot
+    const int me = WARPS_ARRIVE ? warp : warp >> 2;
+    const auto part_counter = [&](int slot) { return counters + slot * ARRIVERS + me; };
+    const auto group_counter = [&](int slot) { return counters + (wk.blocks + slot) * ARRIVERS + me; };
+    int fold_parts = 0, fold_groups = 0;  // warp mode: the parts (1 first, 2 last) and groups this warp completed
     uint8_t* xch = mma_smem + GEMM_XCH_AT(S * SB);
     // unit u's place, and its K part c = [lo, hi) of super-blocks, stepped along (a division only per part)
     UnitPos at = first;
@@ -360,49 +423,126 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
         fill.next(n_sb, groups);  // (past u1 unused)
         // acc = this super-block's sum: into its part's sum (run), then the part's sum into the group's (T)
         const int ug = u - sb;
-        if (ug + lo < u0 || ug + hi > u1) {  // a cut part: its super-block sums meet in scratch (settled below)
-            slab_store(sb_sums + ((long long)wk.block_of(ug + lo) * L + sb - lo) * GEMM_SLAB, acc);
-            continue;
+        if constexpr (WARPS_ARRIVE) {  // the same, with the warp's arrivals where its share of a cut one ends
+            const bool cut_part = ug + lo < u0 || ug + hi > u1, cut_group = ug < u0 || ug + n_sb > u1;
+            const int gside = ug == u0 - first.sb ? 0 : 1;  // the range's first tile group, or its last
+            if (cut_part) {
+                if (ug + lo < u0) {
+                    slab_store(sb_sums + ((long long)wk.block_of(ug + lo) * L + sb - lo) * GEMM_SLAB, acc);
+                } else {
+                    sum_into(run, acc, sb == lo);
+                    if (u + 1 == u1) slab_store(sb_sums + ((long long)blockIdx.x * L + sb - lo) * GEMM_SLAB, run);
+                }
+                if (sb + 1 == hi || u + 1 == u1) {  // this block's share of the part is in
+                    const int slot = wk.block_of(ug + lo);
+                    if (gemm_warp_arrive(part_counter(slot), 1, wk.block_of(ug + hi - 1) - slot + 1))
+                        fold_parts |= ug + lo < u0 ? 1 : 2;  // the part of the first unit, or of the last
+                }
+            } else {
+                sum_into(run, acc, sb == lo);
+                if (sb + 1 == hi) {
+                    if (cut_group) {
+                        slab_store(part_sums + ((long long)wk.block_of(ug) * sh.parts + c) * GEMM_SLAB, run);
+                        (gside ? given1 : given0)++;
+                    } else {
+                        sum_into(T, run, c == 0);
+                        if (c + 1 == sh.parts) store(T, xch, group, pass * GEMM_TOKENS);  // the whole group was here
+                    }
+                }
+            }
+            const int given = gside ? given1 : given0;
+            if (cut_group && given && (sb + 1 == n_sb || u + 1 == u1) &&
+                gemm_warp_arrive(group_counter(wk.block_of(ug)), given, sh.parts))
+                fold_groups |= 1 << gside;
+        } else {  // warpgroup mode: the arrivals after the range (below)
+            if (ug + lo < u0) {  // a cut part begun in an earlier block: its super-block sums meet in scratch
+                slab_store(sb_sums + ((long long)wk.block_of(ug + lo) * L + sb - lo) * GEMM_SLAB, acc);
+                continue;
+            }
+            sum_into(run, acc, sb == lo);
+            if (ug + hi > u1) {  // a cut part begun here: its share summed on, one slab (the prefix) at the end
+                if (u + 1 == u1) slab_store(sb_sums + ((long long)blockIdx.x * L + sb - lo) * GEMM_SLAB, run);
+                continue;
+            }
+            if (sb + 1 < hi) continue;
+            if (ug < u0 || ug + n_sb > u1) {  // the part is summed, its tile group cut: the sum meets the others
+                slab_store(part_sums + ((long long)wk.block_of(ug) * sh.parts + c) * GEMM_SLAB, run);
+                (ug == u0 - first.sb ? given0 : given1)++;
+                continue;
+            }
+            sum_into(T, run, c == 0);
+            if (c + 1 == sh.parts) store(T, xch, group, pass * GEMM_TOKENS);  // the whole group was here
         }
-        sum_into(run, acc, sb == lo);
-        if (sb + 1 < hi) continue;
-        if (ug < u0 || ug + n_sb > u1) {  // the part is summed, its tile group cut: the sum meets the others below
-            slab_store(part_sums + ((long long)wk.block_of(ug) * sh.parts + c) * GEMM_SLAB, run);
-            (ug == u0 - first.sb ? given0 : given1)++;
-            continue;
-        }
-        sum_into(T, run, c == 0);
-        if (c + 1 == sh.parts) store(T, xch, group, pass * GEMM_TOKENS);  // the whole group was this block's
     }
     // The cut parts and groups, after the range (their sums' stores have long drained: the release is quick): the
     // part holding the first unit, the one holding the last; then the first and the last tile group.
     const int r0 = u0 / n_sb, r1 = (u1 - 1) / n_sb;  // (pass, group) of the first and the last unit
     GEMM_MARK(3, 0);
     int folds = 0;  // (the probe's) 1: a part fold, 2: a group fold
-    for (int side = 0; side < 2; side++) {
-        const int u = side ? u1 - 1 : u0, sb = u % n_sb, ug = u - sb, c = wk.part_of(sb);
-        const int lo = ug + wk.part_lo(c), hi = ug + wk.part_lo(c + 1);
-        if ((lo >= u0 && hi <= u1) || (side && lo <= u0)) continue;  // whole, or the first unit's part again
-        const int slot = wk.block_of(lo);
-        if (!gemm_block_arrive(counters + slot, 1, wk.block_of(hi - 1) - slot + 1)) continue;
-        slab_fold(sb_sums + (long long)slot * L * GEMM_SLAB, hi - lo, run);  // the last to arrive adds them
-        folds |= 1;
-        slab_store(part_sums + ((long long)wk.block_of(ug) * sh.parts + c) * GEMM_SLAB, run);
-        (side && r1 != r0 ? given1 : given0)++;
-    }
-    GEMM_MARK(4, 0);
-    for (int side = 0; side < 2; side++) {
-        const int r = side ? r1 : r0, ug = r * n_sb;
-        const int given = side ? (r1 != r0 ? given1 : 0) : given0;
-        if (!given) continue;  // nothing given (a whole group is done; one group: counted once, by side 0)
-        const int slot = wk.block_of(ug);
-        if (!gemm_block_arrive(counters + wk.blocks + slot, given, sh.parts)) continue;
-        slab_fold(part_sums + (long long)slot * sh.parts * GEMM_SLAB, sh.parts, T);  // the last adds the parts
-        store(T, xch, r % groups, r / groups * GEMM_TOKENS);
-        folds |= 2;
+    if constexpr (WARPS_ARRIVE) {  // the arrivals are in: add up what this warp completed, its parts, then groups
+        for (int side = 0; side < 2; side++) {
+            if (!(fold_parts >> side & 1)) continue;
+            const int u = side ? u1 - 1 : u0, sb = u % n_sb, ug = u - sb, c = wk.part_of(sb);
+            const int lo = ug + wk.part_lo(c), hi = ug + wk.part_lo(c + 1), slot = wk.block_of(lo);
+            const int x = wk.first(slot + 1);  // the first block's prefix [lo, x) at x - 1, then x .. hi - 1
+            slab_fold(sb_sums + ((long long)slot * L + x - 1 - lo) * GEMM_SLAB, hi - x + 1, run);
+            folds |= 1;
+            if (sh.parts == 1) {  // the part is the tile group: its sum is the group's, no second level
+                store(run, xch, ug / n_sb % groups, ug / n_sb / groups * GEMM_TOKENS);
+                folds |= 2;
+                continue;
+            }
+            slab_store(part_sums + ((long long)wk.block_of(ug) * sh.parts + c) * GEMM_SLAB, run);
+            const int gside = side && r1 != r0 ? 1 : 0;
+            if (gemm_warp_arrive(group_counter(wk.block_of(ug)), 1, sh.parts)) fold_groups |= 1 << gside;
+        }
+        GEMM_MARK(4, 0);
+        for (int side = 0; side < 2; side++) {
+            if (!(fold_groups >> side & 1)) continue;
+            const int r = side ? r1 : r0, slot = wk.block_of(r * n_sb);
+            slab_fold(part_sums + (long long)slot * sh.parts * GEMM_SLAB, sh.parts, T);  // its parts, in order
+            store(T, xch, r % groups, r / groups * GEMM_TOKENS);
+            folds |= 2;
+        }
+    } else {  // warpgroup mode: every warpgroup's arrivals after its range
+        GEMM_SYNC_MARK(7);
+        for (int side = 0; side < 2; side++) {
+            const int u = side ? u1 - 1 : u0, sb = u % n_sb, ug = u - sb, c = wk.part_of(sb);
+            const int lo = ug + wk.part_lo(c), hi = ug + wk.part_lo(c + 1);
+            if ((lo >= u0 && hi <= u1) || (side && lo <= u0)) continue;  // whole, or the first unit's part again
+            const int slot = wk.block_of(lo);
+            if (!gemm_warpgroup_arrive(part_counter(slot), 1, wk.block_of(hi - 1) - slot + 1)) continue;
+            GEMM_MARK(8, 0);
+            // the last to arrive adds them: the first block's prefix [lo, x) (one slab, at x - 1), then x .. hi - 1
+            const int x = wk.first(slot + 1);
+            slab_fold(sb_sums + ((long long)slot * L + x - 1 - lo) * GEMM_SLAB, hi - x + 1, run);
+            GEMM_MARK(9, 0);
+            folds |= 1;
+            if (sh.parts == 1) {  // the part is the tile group (the SwiGLU's): the epilogue now, no second level
+                store(run, xch, ug / n_sb % groups, ug / n_sb / groups * GEMM_TOKENS);
+                folds |= 2;
+                continue;
+            }
+            slab_store(part_sums + ((long long)wk.block_of(ug) * sh.parts + c) * GEMM_SLAB, run);
+            (side && r1 != r0 ? given1 : given0)++;
+        }
+        GEMM_MARK(4, 0);
+        for (int side = 0; side < 2; side++) {
+            const int r = side ? r1 : r0, ug = r * n_sb;
+            const int given = side ? (r1 != r0 ? given1 : 0) : given0;
+            if (!given) continue;  // nothing given (a whole group is done; one group: counted once, by side 0)
+            const int slot = wk.block_of(ug);
+            if (!gemm_warpgroup_arrive(group_counter(slot), given, sh.parts)) continue;
+            GEMM_MARK(10, 0);
+            slab_fold(part_sums + (long long)slot * sh.parts * GEMM_SLAB, sh.parts, T);  // the last adds the parts
+            GEMM_MARK(11, 0);
+            store(T, xch, r % groups, r / groups * GEMM_TOKENS);
+            folds |= 2;
+        }
     }
     GEMM_MARK(5, 0);
     GEMM_MARK(6, (u1 - u0) | folds << 16);
+    GEMM_WARP_DONE();
     (void)folds;
 }
 
@@ -475,29 +615,30 @@ struct GemmGemvStore {
             }
     }
 };
-// SwiGLU: the up warps leave their tiles in shared memory (xch, 4 x [64 tokens][16 rows] floats), the gate warps
-// replace them by act = silu(gate) * up, then the block writes act in the split format (swiglu_store).
+// SwiGLU, by each warpgroup for its two tiles (gemm_tile_of): the up warps leave their tiles in shared memory (xch,
+// tile i of the group at i x [64 tokens][16 rows] floats), the gate warps replace them by act = silu(gate) * up,
+// then the warpgroup writes act in the split format (swiglu_store).
 struct GemmSwigluStore {
     uint4* act;
     float* act_sum;
     int n_ff;
     MmaShape sh;
     __device__ __forceinline__ void operator()(const float (&T)[8][4], uint8_t* xch, int group, int tok0) const {
-        constexpr int TPB = MMA_WARPS / 2, TILE = GEMM_TOKENS * 16;
+        constexpr int TILE = GEMM_TOKENS * 16;
         const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
         float* tiles = reinterpret_cast<float*>(xch);
-        float* mine = tiles + (warp % TPB) * TILE;
-        // every warp is past the previous group's swiglu_store (which reads xch): without a block barrier per unit a
-        // warp may run up to two units ahead, and a tile group may be as short as one unit
-        __syncthreads();
-        if (warp >= TPB) {
+        float* mine = tiles + gemm_tile_of<2>(warp) * TILE;
+        // every warp of the warpgroup is past the previous group's swiglu_store (which reads xch): without a barrier
+        // per unit a warp may run up to two units ahead, and a tile group may be as short as one unit
+        warpgroup_sync();
+        if (gemm_mat_of<2>(warp) == 1) {
 #pragma unroll
             for (int j = 0; j < 8; j++)
 #pragma unroll
                 for (int i = 0; i < 4; i++) mine[frag_at(j, i, g, t)] = T[j][i];
         }
-        __syncthreads();
-        if (warp < TPB) {
+        warpgroup_sync();
+        if (gemm_mat_of<2>(warp) == 0) {
 #pragma unroll
             for (int j = 0; j < 8; j++)
 #pragma unroll
@@ -506,8 +647,10 @@ struct GemmSwigluStore {
                     v = swiglu(T[j][i], v);
                 }
         }
-        __syncthreads();
-        swiglu_store<GEMM_TOKENS / 8, false>(tiles, TILE, group, tok0, act, act_sum, n_ff, sh);
+        warpgroup_sync();
+        const int wg = warp >> 2;
+        swiglu_store<GEMM_TOKENS / 8, false, 2, 128>(tiles, TILE, group, tok0, act, act_sum, n_ff, sh, 2 * wg,
+                                                    threadIdx.x & 127);
     }
 };
 

@@ -126,6 +126,11 @@ __device__ __forceinline__ int add_release_acquire(int* counter, int k) {
                  : "memory");
     return prev;
 }
+// A barrier of the 128 threads of this thread's warpgroup (named barrier 1 + warpgroup; 0 is __syncthreads): the
+// SwiGLU GEMM's warpgroups settle their tiles apart (gemm.cuh). Orders shared and global accesses as bar.sync does.
+__device__ __forceinline__ void warpgroup_sync() {
+    asm volatile("bar.sync %0, 128;" ::"r"(1 + (threadIdx.x >> 7)) : "memory");
+}
 // Orders this thread's generic-proxy accesses of shared memory before later bulk copies into it (the async proxy).
 __device__ __forceinline__ void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 

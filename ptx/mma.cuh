@@ -795,16 +795,18 @@ __device__ __forceinline__ void gemv_store(const float* tiles, int stride, int g
 
 // SwiGLU MLP input: act = silu(x Wg^T) * (x Wu^T) from the gate tiles (warps 0..3) and the up tiles (4..7), written
 // in the split format (split.cuh) for ffn_down. A tile's 16 rows are 4 quads and exactly one 16-value slice of act.
-// SILU = false: tiles 0..3 hold act already (the GEMM's epilogue), and the loop over the elements runs a count
-// known at compile time (every thread the same): inside the GEMM's unit loop a thread-dependent trip count made
-// ptxas keep the loop's wgmma descriptors in regular registers (70 R2UR and 881 instructions per unit against 710).
-template <int NT, bool SILU = true>
+// SILU = false (the GEMM's epilogue): tiles w0 .. w0 + TILES - 1 hold act already, written by THREADS threads of
+// index tid, and the loop over the elements runs a count known at compile time (every thread the same): inside
+// the GEMM's unit loop a thread-dependent trip count made ptxas keep the loop's wgmma descriptors in regular
+// registers (70 R2UR and 881 instructions per unit against 710).
+template <int NT, bool SILU = true, int TILES = MMA_WARPS / 2, int THREADS = MMA_THREADS>
 __device__ __forceinline__ void swiglu_store(const float* tiles, int stride, int group, int tok0, uint4* act,
-                                             float* act_sum, int n_ff, const MmaShape& sh) {
-    constexpr int TPB = MMA_WARPS / 2, TOTAL = TPB * NT * 32;
-    // Per tile 4 quads per token: TPB * NT*8 * 4 threads, quads 4j..4j+3 of one slice in 4 consecutive lanes.
+                                             float* act_sum, int n_ff, const MmaShape& sh, int w0 = 0,
+                                             int tid = threadIdx.x) {
+    constexpr int TPB = MMA_WARPS / 2, TOTAL = TILES * NT * 32;
+    // Per tile 4 quads per token: TILES * NT*8 * 4 threads, quads 4j..4j+3 of one slice in 4 consecutive lanes.
     const auto element = [&](int e) {
-        const int w = e / (NT * 32), tok = (e >> 2) % (NT * 8), q = e & 3, tile = group * TPB + w;
+        const int w = w0 + e / (NT * 32), tok = (e >> 2) % (NT * 8), q = e & 3, tile = group * TPB + w;
         // explicit 16-byte loads: left to the vectorizer, nvcc 13.0 chose between v4 and scalar loads from one
         // build to the next (the same values, but the committed PTX would not be reproducible)
         float4 v = reinterpret_cast<const float4*>(tiles + w * stride)[tok * 4 + q];
@@ -817,11 +819,11 @@ __device__ __forceinline__ void swiglu_store(const float* tiles, int stride, int
         store_split(act + row * (n_ff >> 2), act_sum + row * (n_ff >> 4), 4 * min(tile, sh.n_tiles - 1) + q, active, v);
     };
     if constexpr (SILU) {
-        for (int e = threadIdx.x; e < TOTAL; e += MMA_THREADS) element(e);
+        for (int e = tid; e < TOTAL; e += THREADS) element(e);
     } else {  // the GEMM's epilogue: rounds counted at compile time, the same in every thread
-        static_assert(TOTAL % MMA_THREADS == 0, "a whole number of rounds");
+        static_assert(TOTAL % THREADS == 0, "a whole number of rounds");
 #pragma unroll
-        for (int k = 0; k < TOTAL / MMA_THREADS; k++) element(threadIdx.x + k * MMA_THREADS);
+        for (int k = 0; k < TOTAL / THREADS; k++) element(tid + k * THREADS);
     }
 }
 

@@ -350,8 +350,8 @@ class KernelTable:
         passes = -(-m // (8 * nt))
         if gemm:
             blocks = gemm_blocks(passes, groups, x.n // 256, parts)
-            cut = blocks != passes * groups  # only cut parts and groups count arrivals: 2 counters per block
-            assert not cut or 2 * blocks <= MAX_COUNTERS - ARGMAX_ROWS, blocks
+            cut = blocks != passes * groups  # only cut parts and groups count arrivals: 2 per block and warp
+            assert not cut or 2 * MMA_WARPS * blocks <= MAX_COUNTERS - ARGMAX_ROWS, blocks
         else:
             blocks = mma_launch_blocks(nt, parts, groups, passes)
             self._check_scratch(passes, groups, blocks, nt)

@@ -3,6 +3,8 @@ equal to the single-row result (the decode steps of any m and the prefill chunks
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import numpy as np
 import pytest
 
@@ -82,19 +84,34 @@ def test_gemv_matches_dequantized_float64_matmul(gpu, qtype):
 
 
 @pytest.mark.parametrize("qtype", GEMV_TYPES)
-@pytest.mark.parametrize("n_out,n_in,serial", [(67, 2560, False), (2560 // 16 * 3, 4608, True), (5120, 2560, False)])
-def test_every_row_count_is_bitwise_the_single_row(gpu, qtype, n_out, n_in, serial, monkeypatch):
+@pytest.mark.parametrize(
+    "n_out,n_in,k_split",
+    [
+        (67, 2560, "across"),
+        (2560 // 16 * 3, 4608, "serial"),
+        (5120, 2560, "across"),
+        (1280, 2560, "two"),
+        (1280, 2560, "none"),
+    ],
+)
+def test_every_row_count_is_bitwise_the_single_row(gpu, qtype, n_out, n_in, k_split, monkeypatch):
     """Row i of an m-row launch is bitwise the m=1 launch on row i alone, for every m in 1..64 (decode steps)
-    and for prefill chunks of 65..256 rows (several passes); always with a K split (B > 1): across blocks at every
-    m, or (`serial`: the fill rule waived) walked by one block from NT = 4 on. From GEMM_MIN_ROWS rows on the
+    and for prefill chunks of 65..256 rows (several passes); with a K split (B > 1) across blocks at every m, or
+    (`serial`: the fill rule waived) walked by one block from NT = 4 on, in two parts of 5 super-blocks (the
+    GEMM's ranges then cut parts, also on the simulator's small shapes), or none (one K part, as wide matrices
+    have: the GEMM's cut groups then settle at the part level alone). From GEMM_MIN_ROWS rows on the
     launches are the 64-token GEMM (ptx/gemm.cuh, at every size here: the decode-size threshold waived): wgmma
     against the m = 1 mma.sync, its blocks' shares of the units cut through K parts and tile groups (5120 x 2560:
     40 groups of 4 parts of 2 - 3 super-blocks), and the same bits for any number of GEMM blocks."""
     monkeypatch.setattr(kernels, "GEMM_DECODE_MIN_UNITS", 0)
-    if serial:
+    if k_split == "serial":
         monkeypatch.setattr(kernels, "MMA_SERIAL_MIN_FILL", 0.0)
     row_counts = SIM_ROW_COUNTS if gpu.simulated else ROW_COUNTS
     n_out = min(n_out, SIM_MAX_ROWS_OUT) if gpu.simulated else n_out
+    if k_split in ("two", "none"):
+        monkeypatch.setattr(
+            kernels, "MMA_GEMV_TARGET_BLOCKS", 2 * mma_groups(-(-n_out // 16)) if k_split == "two" else 1
+        )
     rng = np.random.default_rng()
     w, _ = _weight(gpu, qtype, n_out, n_in, rng)
     top = row_counts[-1]
@@ -102,20 +119,23 @@ def test_every_row_count_is_bitwise_the_single_row(gpu, qtype, n_out, n_in, seri
     single = np.empty((top, n_out), np.float32)
     for i in range(top):
         y = gpu.poisoned((16, n_out))
-        gpu.run(_gemv(gpu, qtype, w, gpu.put_split(x[i : i + 1]), y, n_out, 1))
+        # row i, then 15 other rows: the float GEMV of one row reads a 16-row group (as the engine's buffers hold)
+        alone = np.concatenate([x[i : i + 1], np.roll(x, -i - 1, axis=0)[:15]])
+        gpu.run(_gemv(gpu, qtype, w, gpu.put_split(alone), y, n_out, 1))
         single[i] = gpu.get(y, (16, n_out))[0]
     assert np.isfinite(single).all()
     x_all = gpu.put_split(x)
     gemm_blocks = [kernels.GEMM_RESIDENT_BLOCKS]
     if qtype in MMA_TYPES:
-        gemm_blocks += [int(b) for b in rng.choice(np.arange(1, 140), 2, replace=False)]
+        gemm_blocks += [int(b) for b in rng.choice(np.arange(4, 140), 2, replace=False)] + [3]  # 3: long ranges
     for m in row_counts:
         for blocks in gemm_blocks if m >= kernels.GEMM_MIN_ROWS else gemm_blocks[:1]:
             monkeypatch.setattr(kernels, "GEMM_RESIDENT_BLOCKS", blocks)  # the others: units shared out, cuts
             monkeypatch.setattr(kernels, "GEMM_CUT_UNITS", 10 if blocks == gemm_blocks[0] else -(10**6))
             rows = -(-m // 16) * 16
             y = gpu.poisoned((rows, n_out))
-            gpu.run(_gemv(gpu, qtype, w, x_all, y, n_out, m))
+            with gpu.blocks_in_reverse() if blocks == 3 else nullcontext():  # (the simulator) other blocks arrive last
+                gpu.run(_gemv(gpu, qtype, w, x_all, y, n_out, m))
             got = gpu.get(y, (rows, n_out))[:m]
             diff = np.flatnonzero((got.view(np.uint32) != single[:m].view(np.uint32)).any(axis=1))
             assert diff.size == 0, f"{qtype} m={m} ({blocks} GEMM blocks): rows {diff[:10].tolist()} differ from m=1"
@@ -126,7 +146,8 @@ def test_every_row_count_is_bitwise_the_single_row(gpu, qtype, n_out, n_in, seri
         parts = mma_blocks_per_group(groups, n_in // 256, kernels.MMA_GEMV_TARGET_BLOCKS)
         stage, k = _gemv(gpu, qtype, w, x_all, y, n_out, 256)
         assert stage.name == "gemm_stage_x" and k.name == f"mma_gemm_{qtype}" and ROW_COUNTS[-1] == 256
-        assert parts > 1 and int(k.cells[-3][0]) == parts  # the parts' sums were added, as the test says
+        assert parts == {"two": 2, "none": 1}[k_split] if k_split in ("two", "none") else parts > 1  # as it says
+        assert int(k.cells[-3][0]) == parts
         assert k.grid[0] == kernels.gemm_blocks(4, groups, n_in // 256, parts)
 
 
@@ -164,9 +185,15 @@ def test_residual_add_in_place(gpu):
     assert np.linalg.norm(gpu.get(hb, (4, 64)) - ref) / np.linalg.norm(ref) < GEMV_REL_TOL
 
 
+@pytest.mark.parametrize("k_split", ["across", "none"])
 @pytest.mark.parametrize("qtype", MMA_TYPES)
-def test_swiglu_gemv_matches_oracle_and_is_row_invariant(gpu, qtype, monkeypatch):
+def test_swiglu_gemv_matches_oracle_and_is_row_invariant(gpu, qtype, k_split, monkeypatch):
+    """The SwiGLU launch against the float64 oracle, and every row count (GEMM blocks cutting its units too)
+    bitwise the 100-row launch; with the K split across blocks, or none (one K part: the GEMM's cut groups then
+    settle at the part level alone)."""
     monkeypatch.setattr(kernels, "GEMM_DECODE_MIN_UNITS", 0)  # the GEMM from GEMM_MIN_ROWS rows even on this size
+    if k_split == "none":
+        monkeypatch.setattr(kernels, "MMA_TARGET_BLOCKS", 1)
     rng = np.random.default_rng()
     n_ff, n_in = 256 + 64, 768
     (rg, dg), (ru, du) = random_weight(qtype, n_ff, n_in, rng), random_weight(qtype, n_ff, n_in, rng)
@@ -184,7 +211,8 @@ def test_swiglu_gemv_matches_oracle_and_is_row_invariant(gpu, qtype, monkeypatch
             ks = gpu.kt.swiglu_gemv(qtype=qtype, w_gate=int(wg), w_up=int(wu), x=xsp, act=act, m=m)
             assert len(ks) == (2 if m >= kernels.GEMM_MIN_ROWS else 1)
             assert blocks is None or ks[-1].grid[0] == blocks
-        gpu.run(ks)
+        with gpu.blocks_in_reverse() if blocks == 7 else nullcontext():  # other blocks complete the arrival counts
+            gpu.run(ks)
         results[(m, blocks)] = gpu.get_split(act, top)
     xs, xsum = results[(100, None)]
     got = splitfmt.join(xs)

@@ -263,9 +263,16 @@ inline void run_cluster(const std::function<void()>& body, dim3 first, int n_blo
     g_cluster = outer_c, g_block = outer_b;
 }
 
-// A whole launch: clusters of `cluster` blocks along x (1: every block alone), in grid order.
+// A whole launch: clusters of `cluster` blocks along x (1: every block alone), in grid order, or along x in reverse
+// (g_grid_reversed: a GPU runs blocks in no set order, and a kernel whose blocks meet by arrival counts must give the
+// same sums whichever block arrives last; in grid order the highest block always would).
+inline bool g_grid_reversed = false;
 inline void run_grid(const std::function<void()>& body, dim3 grid, int threads, uint32_t smem_bytes, int cluster = 1) {
+    const unsigned clusters = (grid.x + cluster - 1) / cluster;
     for (unsigned z = 0; z < grid.z; z++)
         for (unsigned y = 0; y < grid.y; y++)
-            for (unsigned x = 0; x < grid.x; x += cluster) run_cluster(body, {x, y, z}, cluster, grid, threads, smem_bytes);
+            for (unsigned c = 0; c < clusters; c++) {
+                const unsigned x = (g_grid_reversed ? clusters - 1 - c : c) * cluster;
+                run_cluster(body, {x, y, z}, cluster, grid, threads, smem_bytes);
+            }
 }

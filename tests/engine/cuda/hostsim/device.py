@@ -6,6 +6,8 @@ without a GPU: `test(sim_gpu, ...)`, the kernels and the launch logic of qtui/en
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -71,6 +73,14 @@ class SimGpu(DeviceHelpers):
         xs = host_view(sp.xs, np.uint32, (rows, sp.n // 4, 4)).copy()
         xsum = host_view(sp.xsum, np.float32, (rows, sp.n // 16)).copy()
         return xs, xsum
+
+    @contextmanager
+    def blocks_in_reverse(self) -> Iterator[None]:
+        self.lib.qtui_sim_grid_reversed(1)
+        try:
+            yield
+        finally:
+            self.lib.qtui_sim_grid_reversed(0)
 
     def run(self, *kernels) -> None:
         """Run each kernel (or list of kernels) in order, to completion."""

@@ -106,6 +106,7 @@ inline void mma_bf16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) 
 inline int arrive_release_acquire(int* counter) { return atomicAdd(counter, 1); }
 inline int add_release_acquire(int* counter, int k) { return atomicAdd(counter, k); }
 inline void fence_proxy_async_shared() {}
+inline void warpgroup_sync() { sim_sync(sim_group_bar(sim_tid())); }
 inline uint32_t cluster_size() { return (uint32_t)g_cluster->blocks.size(); }
 inline void cluster_sync() { sim_cluster_sync(); }
 inline float ld_cluster(const float* local, uint32_t rank) {

@@ -23,3 +23,4 @@ extern "C" int qtui_sim_launch(const char* name, unsigned gx, unsigned gy, unsig
 }
 extern "C" const char* qtui_sim_error() { return last_error.c_str(); }
 extern "C" int qtui_sim_kernel_count() { return (int)sim_kernels().size(); }
+extern "C" void qtui_sim_grid_reversed(int on) { g_grid_reversed = on != 0; }

@@ -5,9 +5,11 @@
 
 With -DGEMM_TRACE, thread 0 of every GEMM block writes the global timer at the marks of ptx/gemm.cuh gemm_body
 (GEMM_MARK: 0 entry, 1 after pdl_wait, 2 first stage in, 3 range done, 4 cut parts settled, 5 cut groups
-settled) into the module's `gemm_trace`. Each matrix of gemv_speed.SHAPES runs as in a step (stager + GEMM,
-PDL), three times to warm up, then once traced. Prints per matrix the marks' spread over the blocks (us from the
-first block's entry) and the blocks that finish last, with what they did.
+settled; 7..11 the block mode's tail steps: every warp done, a part's last arrival, its slabs added, a group's
+last arrival, its slabs added; 12 the block's last warp done) into the module's `gemm_trace`. Each matrix of
+gemv_speed.SHAPES runs as in a step (stager + GEMM, PDL), three times to warm up, then once traced. Prints per
+matrix the marks' spread over the blocks (us from the first block's entry), the tail's steps, and the blocks
+that finish last, with what they did.
 """
 
 from __future__ import annotations
@@ -20,6 +22,28 @@ import numpy as np
 from tests.engine.cuda.gemv_speed import SHAPES
 
 MARKS = ["entry", "pdl_wait", "stage 0", "range", "parts", "groups"]
+SLOTS = 16  # ptx/gemm.cuh GEMM_TRACE_SLOTS
+# the tail's steps (marks 7..11, where a block took them), each from the mark before it: (name, mark, from)
+STEPS = [
+    ("every warp done", 7, 3),
+    ("part: last arrival", 8, 7),
+    ("part: slabs added", 9, 8),
+    ("part: stored", 4, 9),
+    ("group: last arrival", 10, 4),
+    ("group: slabs added", 11, 10),
+    ("group: epilogue", 5, 11),
+]
+
+
+def clear_trace(module: object) -> None:
+    """Zero the marks: the tail's marks are written only where a block takes that step (and a warp-mode GEMM never
+    does), so an earlier launch's, of another matrix, would read as this one's."""
+    from cuda.bindings import driver as cu
+
+    from qtui.engine.cuda.driver import check
+
+    dptr, nbytes = check(cu.cuModuleGetGlobal(module, b"gemm_trace"), "cuModuleGetGlobal(gemm_trace)")
+    check(cu.cuMemsetD8(dptr, 0, nbytes), "cuMemsetD8(gemm_trace)")
 
 
 def read_trace(module: object, blocks: int) -> np.ndarray:
@@ -30,7 +54,7 @@ def read_trace(module: object, blocks: int) -> np.ndarray:
     dptr, nbytes = check(cu.cuModuleGetGlobal(module, b"gemm_trace"), "cuModuleGetGlobal(gemm_trace)")
     out = np.zeros(nbytes // 8, dtype=np.uint64)
     check(cu.cuMemcpyDtoH(out.ctypes.data, dptr, nbytes), "cuMemcpyDtoH")
-    return out.reshape(-1, 8)[:blocks]
+    return out.reshape(-1, SLOTS)[:blocks]
 
 
 def main() -> int:
@@ -65,20 +89,26 @@ def main() -> int:
         if "gemm" not in ks[-1].name:
             print(f"== {name}: {ks[-1].name} (no GEMM at m = {m})")
             continue
-        for _ in range(4):
+        for i in range(4):  # the last launch is the one read
+            if i == 3:
+                drv.sync(stream)
+                clear_trace(kt.modules[f"gemv_{qtype}"])
             for k in ks:
                 k.launch(stream)
         drv.sync(stream)
         blocks = ks[-1].grid[0]
         tr = read_trace(kt.modules[f"gemv_{qtype}"], blocks)
-        t = (tr[:, :6].astype(np.int64) - int(tr[:, 0].min())) / 1e3
+        t = (tr.astype(np.int64) - int(tr[:, 0].min())) / 1e3  # column 6 is no time (units, folds)
+        taken = tr != 0  # marks 7..11: where the block took that step
+        if not taken[:, 12].any():  # a build without the last-warp mark (before warp-fold): the block's end
+            t[:, 12] = t[:, 5]
         units, folds = tr[:, 6] & 0xFFFF, tr[:, 6] >> 16
         print(
             f"== {name} ({qtype}), m = {m}: {blocks} blocks, units per block {units.min()}..{units.max()}, "
-            f"kernel {t[:, 5].max():.1f} us from the first entry"
+            f"kernel {t[:, 12].max():.1f} us from the first entry"
         )
         print(f"   {'mark':10} {'min':>7} {'median':>7} {'p90':>7} {'max':>7}   (us)")
-        for i, mark in enumerate(MARKS):
+        for i, mark in [*enumerate(MARKS), (12, "last warp")]:
             col = t[:, i]
             print(f"   {mark:10} {col.min():7.1f} {np.median(col):7.1f} {np.percentile(col, 90):7.1f} {col.max():7.1f}")
         span = t[:, 3] - t[:, 2]
@@ -88,9 +118,14 @@ def main() -> int:
             if sel.any():
                 d = t[sel, 4] - t[sel, 3] if fl == 1 else t[sel, 5] - t[sel, 4]
                 print(f"   {what}: {sel.sum()} blocks, its phase median {np.median(d):.1f} us, max {d.max():.1f}")
-        last = np.argsort(t[:, 5])[-4:][::-1]
+        for what, i, j in STEPS:
+            sel = taken[:, max(i, j)] if max(i, j) >= 7 else taken[:, i]
+            if sel.any():
+                d = t[sel, i] - t[sel, j]
+                print(f"   {what:20} {sel.sum():4d} blocks, median {np.median(d):5.1f} us, max {d.max():5.1f}")
+        last = np.argsort(t[:, 12])[-4:][::-1]
         for b in last:
-            marks = " ".join(f"{v:6.1f}" for v in t[b])
+            marks = " ".join(f"{v:6.1f}" for v in t[b, [0, 1, 2, 3, 4, 5, 12]])
             print(f"   block {b:3d}: {marks}   units {units[b]} folds {folds[b]}")
         for buf in [*ws, xb, *ys, act]:
             buf.free()
