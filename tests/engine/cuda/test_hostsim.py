@@ -50,4 +50,4 @@ def test_the_simulator_fails_a_broken_kernel(tmp_path: Path, mutation, monkeypat
     target.write_text(source.replace(text, replacement))
     broken = SimGpu(ptx_dir=tmp_path, only=("gemv_q8_0.cu",))
     with pytest.raises((AssertionError, SimError)):
-        test_gemv.test_swiglu_gemv_matches_oracle_and_is_row_invariant(broken, "q8_0", monkeypatch)
+        test_gemv.test_swiglu_gemv_matches_oracle_and_is_row_invariant(broken, "q8_0", "across", monkeypatch)
