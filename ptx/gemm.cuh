@@ -184,10 +184,9 @@ __device__ __forceinline__ void slab_fold(const float* base, int n, float (&v)[8
 // GEMM_PROBE_NO_SCALE applies only the last scale group. Compiled out here.
 // A timeline probe (tests/engine/cuda/probe/gemm_trace.py builds the kernels with -DGEMM_TRACE): thread 0 of
 // each block writes the global timer at marks 0..5 of gemm_body (entry, after pdl_wait, first stage in, range
-// done, cut parts settled, cut groups settled) and, at 6, its units and which folds it did; the tail's steps at
-// 7..11 (warpgroup mode, warpgroup 0's: its warps' ranges done, behind a barrier only this build has; a part's last arrival
-// in, its slabs added; a group's last arrival in, its slabs added) and at 12 the block's last warp done (each warp's
-// lane 0 raises it at its end: in warp mode the warps settle their tails apart). Compiled out here.
+// done, cut parts settled, cut groups settled: warp 0's) and, at 6, its units and which folds it did (warp 0's); at
+// 12 the block's last warp done (each warp's lane 0 raises it at its end: the arrivers settle their tails apart).
+// Compiled out here.
 #define GEMM_TRACE_SLOTS 16
 #ifdef GEMM_TRACE
 __device__ unsigned long long gemm_trace[1024 * GEMM_TRACE_SLOTS];
@@ -199,11 +198,6 @@ __device__ unsigned long long gemm_trace[1024 * GEMM_TRACE_SLOTS];
             gemm_trace[blockIdx.x * GEMM_TRACE_SLOTS + (i)] = (i) == 6 ? (unsigned long long)(v) : t_; \
         }                                                                             \
     } while (0)
-#define GEMM_SYNC_MARK(i) \
-    do {                  \
-        warpgroup_sync(); \
-        GEMM_MARK(i, 0);  \
-    } while (0)
 #define GEMM_WARP_DONE()                                                                        \
     do {                                                                                        \
         if ((threadIdx.x & 31) == 0) {                                                          \
@@ -214,7 +208,6 @@ __device__ unsigned long long gemm_trace[1024 * GEMM_TRACE_SLOTS];
     } while (0)
 #else
 #define GEMM_MARK(i, v)
-#define GEMM_SYNC_MARK(i)
 #define GEMM_WARP_DONE()
 #endif
 
@@ -302,19 +295,22 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
             if (threadIdx.x == 0) fill_x(u, at);
     }
     float acc[8][4], run[8][4], T[8][4], P[2][32];  // super-block, part and tile-group sums; MMA chains
-    int given0 = 0, given1 = 0;  // part sums this block gave the cut tile groups of its first and its last unit
-    // One GEMM (R = 1: every warp's tile its own) settles its cut parts and groups warp by warp: a warp arrives where
-    // its share of one ends, mid-range too (a block's first part and group end early in its range), and the warp
-    // completing a count adds the sums after the range (its own floats of each slab: a slab is the 256 threads'
-    // registers). No block barrier, so the two warpgroups never wait for each other; the counters are per warp. The
-    // SwiGLU (R = 2) needs a tile's gate and up sums in one warpgroup for the epilogue: it arrives warpgroup by
-    // warpgroup, after the range (warpgroup mode; the counters are per warpgroup).
+    int given0 = 0, given1 = 0;  // part sums this arriver gave the cut tile groups of its first and its last unit
+    // The cut parts and groups are settled by each ARRIVER apart: a warp in one GEMM (R = 1: every warp's tile its
+    // own), a warpgroup in the SwiGLU (R = 2: a tile's gate and up sums, which its epilogue needs together, are in
+    // one warpgroup). An arriver arrives where its share of a cut part or group ends, mid-range too (a block's first
+    // part and group end early in its range), and the arriver completing a count adds the sums after its range (its
+    // own floats of each slab: a slab is the 256 threads' registers). No block barrier, so the two warpgroups never
+    // wait for each other; the counters are per arriver.
     constexpr bool WARPS_ARRIVE = R == 1;
     constexpr int ARRIVERS = WARPS_ARRIVE ? MMA_WARPS : MMA_WARPS / 4;  // counters per slot
     const int me = WARPS_ARRIVE ? warp : warp >> 2;
     const auto part_counter = [&](int slot) { return counters + slot * ARRIVERS + me; };
     const auto group_counter = [&](int slot) { return counters + (wk.blocks + slot) * ARRIVERS + me; };
-    int fold_parts = 0, fold_groups = 0;  // warp mode: the parts (1 first, 2 last) and groups this warp completed
+    const auto arrive = [&](int* counter, int k, int n) {
+        return WARPS_ARRIVE ? gemm_warp_arrive(counter, k, n) : gemm_warpgroup_arrive(counter, k, n);
+    };
+    int fold_parts = 0, fold_groups = 0;  // the parts (1 first, 2 last) and groups this arriver completed
     uint8_t* xch = mma_smem + GEMM_XCH_AT(S * SB);
     // unit u's place, and its K part c = [lo, hi) of super-blocks, stepped along (a division only per part)
     UnitPos at = first;
@@ -423,122 +419,66 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
         fill.next(n_sb, groups);  // (past u1 unused)
         // acc = this super-block's sum: into its part's sum (run), then the part's sum into the group's (T)
         const int ug = u - sb;
-        if constexpr (WARPS_ARRIVE) {  // the same, with the warp's arrivals where its share of a cut one ends
-            const bool cut_part = ug + lo < u0 || ug + hi > u1, cut_group = ug < u0 || ug + n_sb > u1;
-            const int gside = ug == u0 - first.sb ? 0 : 1;  // the range's first tile group, or its last
-            if (cut_part) {
-                if (ug + lo < u0) {
-                    slab_store(sb_sums + ((long long)wk.block_of(ug + lo) * L + sb - lo) * GEMM_SLAB, acc);
-                } else {
-                    sum_into(run, acc, sb == lo);
-                    if (u + 1 == u1) slab_store(sb_sums + ((long long)blockIdx.x * L + sb - lo) * GEMM_SLAB, run);
-                }
-                if (sb + 1 == hi || u + 1 == u1) {  // this block's share of the part is in
-                    const int slot = wk.block_of(ug + lo);
-                    if (gemm_warp_arrive(part_counter(slot), 1, wk.block_of(ug + hi - 1) - slot + 1))
-                        fold_parts |= ug + lo < u0 ? 1 : 2;  // the part of the first unit, or of the last
-                }
+        const bool cut_part = ug + lo < u0 || ug + hi > u1, cut_group = ug < u0 || ug + n_sb > u1;
+        const int gside = ug == u0 - first.sb ? 0 : 1;  // the range's first tile group, or its last
+        if (cut_part) {
+            if (ug + lo < u0) {
+                slab_store(sb_sums + ((long long)wk.block_of(ug + lo) * L + sb - lo) * GEMM_SLAB, acc);
             } else {
                 sum_into(run, acc, sb == lo);
-                if (sb + 1 == hi) {
-                    if (cut_group) {
-                        slab_store(part_sums + ((long long)wk.block_of(ug) * sh.parts + c) * GEMM_SLAB, run);
-                        (gside ? given1 : given0)++;
-                    } else {
-                        sum_into(T, run, c == 0);
-                        if (c + 1 == sh.parts) store(T, xch, group, pass * GEMM_TOKENS);  // the whole group was here
-                    }
+                if (u + 1 == u1) slab_store(sb_sums + ((long long)blockIdx.x * L + sb - lo) * GEMM_SLAB, run);
+            }
+            if (sb + 1 == hi || u + 1 == u1) {  // this block's share of the part is in
+                const int slot = wk.block_of(ug + lo);
+                if (arrive(part_counter(slot), 1, wk.block_of(ug + hi - 1) - slot + 1))
+                    fold_parts |= ug + lo < u0 ? 1 : 2;  // the part of the first unit, or of the last
+            }
+        } else {
+            sum_into(run, acc, sb == lo);
+            if (sb + 1 == hi) {
+                if (cut_group) {
+                    slab_store(part_sums + ((long long)wk.block_of(ug) * sh.parts + c) * GEMM_SLAB, run);
+                    (gside ? given1 : given0)++;
+                } else {
+                    sum_into(T, run, c == 0);
+                    if (c + 1 == sh.parts) store(T, xch, group, pass * GEMM_TOKENS);  // the whole group was here
                 }
             }
-            const int given = gside ? given1 : given0;
-            if (cut_group && given && (sb + 1 == n_sb || u + 1 == u1) &&
-                gemm_warp_arrive(group_counter(wk.block_of(ug)), given, sh.parts))
-                fold_groups |= 1 << gside;
-        } else {  // warpgroup mode: the arrivals after the range (below)
-            if (ug + lo < u0) {  // a cut part begun in an earlier block: its super-block sums meet in scratch
-                slab_store(sb_sums + ((long long)wk.block_of(ug + lo) * L + sb - lo) * GEMM_SLAB, acc);
-                continue;
-            }
-            sum_into(run, acc, sb == lo);
-            if (ug + hi > u1) {  // a cut part begun here: its share summed on, one slab (the prefix) at the end
-                if (u + 1 == u1) slab_store(sb_sums + ((long long)blockIdx.x * L + sb - lo) * GEMM_SLAB, run);
-                continue;
-            }
-            if (sb + 1 < hi) continue;
-            if (ug < u0 || ug + n_sb > u1) {  // the part is summed, its tile group cut: the sum meets the others
-                slab_store(part_sums + ((long long)wk.block_of(ug) * sh.parts + c) * GEMM_SLAB, run);
-                (ug == u0 - first.sb ? given0 : given1)++;
-                continue;
-            }
-            sum_into(T, run, c == 0);
-            if (c + 1 == sh.parts) store(T, xch, group, pass * GEMM_TOKENS);  // the whole group was here
         }
+        const int given = gside ? given1 : given0;
+        if (cut_group && given && (sb + 1 == n_sb || u + 1 == u1) &&
+            arrive(group_counter(wk.block_of(ug)), given, sh.parts))
+            fold_groups |= 1 << gside;
     }
     // The cut parts and groups, after the range (their sums' stores have long drained: the release is quick): the
     // part holding the first unit, the one holding the last; then the first and the last tile group.
     const int r0 = u0 / n_sb, r1 = (u1 - 1) / n_sb;  // (pass, group) of the first and the last unit
     GEMM_MARK(3, 0);
     int folds = 0;  // (the probe's) 1: a part fold, 2: a group fold
-    if constexpr (WARPS_ARRIVE) {  // the arrivals are in: add up what this warp completed, its parts, then groups
-        for (int side = 0; side < 2; side++) {
-            if (!(fold_parts >> side & 1)) continue;
-            const int u = side ? u1 - 1 : u0, sb = u % n_sb, ug = u - sb, c = wk.part_of(sb);
-            const int lo = ug + wk.part_lo(c), hi = ug + wk.part_lo(c + 1), slot = wk.block_of(lo);
-            const int x = wk.first(slot + 1);  // the first block's prefix [lo, x) at x - 1, then x .. hi - 1
-            slab_fold(sb_sums + ((long long)slot * L + x - 1 - lo) * GEMM_SLAB, hi - x + 1, run);
-            folds |= 1;
-            if (sh.parts == 1) {  // the part is the tile group: its sum is the group's, no second level
-                store(run, xch, ug / n_sb % groups, ug / n_sb / groups * GEMM_TOKENS);
-                folds |= 2;
-                continue;
-            }
-            slab_store(part_sums + ((long long)wk.block_of(ug) * sh.parts + c) * GEMM_SLAB, run);
-            const int gside = side && r1 != r0 ? 1 : 0;
-            if (gemm_warp_arrive(group_counter(wk.block_of(ug)), 1, sh.parts)) fold_groups |= 1 << gside;
-        }
-        GEMM_MARK(4, 0);
-        for (int side = 0; side < 2; side++) {
-            if (!(fold_groups >> side & 1)) continue;
-            const int r = side ? r1 : r0, slot = wk.block_of(r * n_sb);
-            slab_fold(part_sums + (long long)slot * sh.parts * GEMM_SLAB, sh.parts, T);  // its parts, in order
-            store(T, xch, r % groups, r / groups * GEMM_TOKENS);
+    // the arrivals are in: add up what this arriver completed, its parts, then its groups
+    for (int side = 0; side < 2; side++) {
+        if (!(fold_parts >> side & 1)) continue;
+        const int u = side ? u1 - 1 : u0, sb = u % n_sb, ug = u - sb, c = wk.part_of(sb);
+        const int lo = ug + wk.part_lo(c), hi = ug + wk.part_lo(c + 1), slot = wk.block_of(lo);
+        const int x = wk.first(slot + 1);  // the first block's prefix [lo, x) at x - 1, then x .. hi - 1
+        slab_fold(sb_sums + ((long long)slot * L + x - 1 - lo) * GEMM_SLAB, hi - x + 1, run);
+        folds |= 1;
+        if (sh.parts == 1) {  // the part is the tile group: its sum is the group's, no second level
+            store(run, xch, ug / n_sb % groups, ug / n_sb / groups * GEMM_TOKENS);
             folds |= 2;
+            continue;
         }
-    } else {  // warpgroup mode: every warpgroup's arrivals after its range
-        GEMM_SYNC_MARK(7);
-        for (int side = 0; side < 2; side++) {
-            const int u = side ? u1 - 1 : u0, sb = u % n_sb, ug = u - sb, c = wk.part_of(sb);
-            const int lo = ug + wk.part_lo(c), hi = ug + wk.part_lo(c + 1);
-            if ((lo >= u0 && hi <= u1) || (side && lo <= u0)) continue;  // whole, or the first unit's part again
-            const int slot = wk.block_of(lo);
-            if (!gemm_warpgroup_arrive(part_counter(slot), 1, wk.block_of(hi - 1) - slot + 1)) continue;
-            GEMM_MARK(8, 0);
-            // the last to arrive adds them: the first block's prefix [lo, x) (one slab, at x - 1), then x .. hi - 1
-            const int x = wk.first(slot + 1);
-            slab_fold(sb_sums + ((long long)slot * L + x - 1 - lo) * GEMM_SLAB, hi - x + 1, run);
-            GEMM_MARK(9, 0);
-            folds |= 1;
-            if (sh.parts == 1) {  // the part is the tile group (the SwiGLU's): the epilogue now, no second level
-                store(run, xch, ug / n_sb % groups, ug / n_sb / groups * GEMM_TOKENS);
-                folds |= 2;
-                continue;
-            }
-            slab_store(part_sums + ((long long)wk.block_of(ug) * sh.parts + c) * GEMM_SLAB, run);
-            (side && r1 != r0 ? given1 : given0)++;
-        }
-        GEMM_MARK(4, 0);
-        for (int side = 0; side < 2; side++) {
-            const int r = side ? r1 : r0, ug = r * n_sb;
-            const int given = side ? (r1 != r0 ? given1 : 0) : given0;
-            if (!given) continue;  // nothing given (a whole group is done; one group: counted once, by side 0)
-            const int slot = wk.block_of(ug);
-            if (!gemm_warpgroup_arrive(group_counter(slot), given, sh.parts)) continue;
-            GEMM_MARK(10, 0);
-            slab_fold(part_sums + (long long)slot * sh.parts * GEMM_SLAB, sh.parts, T);  // the last adds the parts
-            GEMM_MARK(11, 0);
-            store(T, xch, r % groups, r / groups * GEMM_TOKENS);
-            folds |= 2;
-        }
+        slab_store(part_sums + ((long long)wk.block_of(ug) * sh.parts + c) * GEMM_SLAB, run);
+        const int gside = side && r1 != r0 ? 1 : 0;
+        if (arrive(group_counter(wk.block_of(ug)), 1, sh.parts)) fold_groups |= 1 << gside;
+    }
+    GEMM_MARK(4, 0);
+    for (int side = 0; side < 2; side++) {
+        if (!(fold_groups >> side & 1)) continue;
+        const int r = side ? r1 : r0, slot = wk.block_of(r * n_sb);
+        slab_fold(part_sums + (long long)slot * sh.parts * GEMM_SLAB, sh.parts, T);  // its parts, in order
+        store(T, xch, r % groups, r / groups * GEMM_TOKENS);
+        folds |= 2;
     }
     GEMM_MARK(5, 0);
     GEMM_MARK(6, (u1 - u0) | folds << 16);

@@ -5,11 +5,10 @@
 
 With -DGEMM_TRACE, thread 0 of every GEMM block writes the global timer at the marks of ptx/gemm.cuh gemm_body
 (GEMM_MARK: 0 entry, 1 after pdl_wait, 2 first stage in, 3 range done, 4 cut parts settled, 5 cut groups
-settled; 7..11 the block mode's tail steps: every warp done, a part's last arrival, its slabs added, a group's
-last arrival, its slabs added; 12 the block's last warp done) into the module's `gemm_trace`. Each matrix of
-gemv_speed.SHAPES runs as in a step (stager + GEMM, PDL), three times to warm up, then once traced. Prints per
-matrix the marks' spread over the blocks (us from the first block's entry), the tail's steps, and the blocks
-that finish last, with what they did.
+settled; 12 the block's last warp done) into the module's `gemm_trace`. Each matrix of gemv_speed.SHAPES runs as
+in a step (stager + GEMM, PDL), three times to warm up, then once traced. Prints per matrix the marks' spread
+over the blocks (us from the first block's entry), the fold phases, and the blocks that finish last, with what
+they did.
 """
 
 from __future__ import annotations
@@ -23,16 +22,6 @@ from tests.engine.cuda.gemv_speed import SHAPES
 
 MARKS = ["entry", "pdl_wait", "stage 0", "range", "parts", "groups"]
 SLOTS = 16  # ptx/gemm.cuh GEMM_TRACE_SLOTS
-# the tail's steps (marks 7..11, where a block took them), each from the mark before it: (name, mark, from)
-STEPS = [
-    ("every warp done", 7, 3),
-    ("part: last arrival", 8, 7),
-    ("part: slabs added", 9, 8),
-    ("part: stored", 4, 9),
-    ("group: last arrival", 10, 4),
-    ("group: slabs added", 11, 10),
-    ("group: epilogue", 5, 11),
-]
 
 
 def clear_trace(module: object) -> None:
@@ -99,8 +88,7 @@ def main() -> int:
         blocks = ks[-1].grid[0]
         tr = read_trace(kt.modules[f"gemv_{qtype}"], blocks)
         t = (tr.astype(np.int64) - int(tr[:, 0].min())) / 1e3  # column 6 is no time (units, folds)
-        taken = tr != 0  # marks 7..11: where the block took that step
-        if not taken[:, 12].any():  # a build without the last-warp mark (before warp-fold): the block's end
+        if not tr[:, 12].any():  # a build without the last-warp mark (before warp-fold): the block's end
             t[:, 12] = t[:, 5]
         units, folds = tr[:, 6] & 0xFFFF, tr[:, 6] >> 16
         print(
@@ -118,11 +106,6 @@ def main() -> int:
             if sel.any():
                 d = t[sel, 4] - t[sel, 3] if fl == 1 else t[sel, 5] - t[sel, 4]
                 print(f"   {what}: {sel.sum()} blocks, its phase median {np.median(d):.1f} us, max {d.max():.1f}")
-        for what, i, j in STEPS:
-            sel = taken[:, max(i, j)] if max(i, j) >= 7 else taken[:, i]
-            if sel.any():
-                d = t[sel, i] - t[sel, j]
-                print(f"   {what:20} {sel.sum():4d} blocks, median {np.median(d):5.1f} us, max {d.max():5.1f}")
         last = np.argsort(t[:, 12])[-4:][::-1]
         for b in last:
             marks = " ".join(f"{v:6.1f}" for v in t[b, [0, 1, 2, 3, 4, 5, 12]])
