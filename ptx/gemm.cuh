@@ -227,10 +227,10 @@ __device__ __forceinline__ int gemm_mat_of(int warp) {
 // The GEMM over R matrices (1, or gate and up over the same rows: gemm_tile_of), every warp one 16-row tile of its
 // tile group. Per unit the arithmetic of mma_warp: the super-block summed from zero; a K part's sum is its
 // super-blocks' sums added in order, the tile's sum its parts' sums added in order. A part lying wholly in the
-// block is added up in registers; the super-block sums of a part cut by a range boundary go to scratch, and the
-// last block of the part to arrive adds them. Likewise the part sums of a tile group cut by a boundary, and the
-// block completing their count adds those. The arrivals wait for the end of the range: a block stalls on them
-// (its stores released GPU-wide) only once its pipeline has nothing left to do. `store(T, xch, group, tok0)`
+// block is added up in registers; the super-block sums of a part cut by a range boundary go to scratch (the
+// part's first block: one prefix slab), and the last of the part's arrivers (warps or warpgroups, below) adds them
+// after its range. Likewise the part sums of a tile group cut by a boundary, and the arriver completing their
+// count adds those. An arriver arrives where its share ends, mid-range too. `store(T, xch, group, tok0)`
 // writes a tile group's results from each warp's sum T (GemmGemvStore, GemmSwigluStore; xch: the exchange tiles
 // after the stages, GEMM_XCH_AT).
 // scratch: [blocks][longest part] super-block sums, [blocks][parts] part sums (each cut part or group is filed
