@@ -1,11 +1,29 @@
 """Generate and compile wgmma_probe.cu -> wgmma_probe.ptx (sm_90a): does one wgmma k16 step give the same bits
 as one mma.sync m16n8k16 step, element for element (A from registers, B from shared memory)? For bf16 operands
-(kernels sync_n8 ... wg_n64) and fp16 ones (sync_f16_n8 ... wg_f16_n64: branch f16-split's arithmetic)."""
+(kernels sync_n8 ... wg_n64) and fp16 ones (sync_f16_n8 ... wg_f16_n64: branch f16-split's arithmetic). And with A
+from shared memory too (wgs_n8 ... wgs_f16_n64): what a GEMM whose weights a producer warpgroup dequantizes into
+shared memory would run (ptx/PERF.md, "What the c = 64 target needs")."""
 
 import subprocess
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+
+
+def wgs(n: int, t: str) -> str:
+    """The same step with A from shared memory (both operands by descriptor, K-major: no transposes)."""
+    regs = n // 2
+    d = ",".join(f"%{i}" for i in range(regs))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    return f"""
+__device__ __forceinline__ void wgmma_s_{t}_n{n}(float (&d)[{regs}], uint64_t desc_a, uint64_t desc_b, int scale_d) {{
+    asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"
+                 "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} "
+                 "{{{d}}}, %{regs}, %{regs + 1}, p, 1, 1, 0, 0;\\n}}"
+                 : {outs}
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}}
+"""
 
 
 def wg(n: int, t: str) -> str:
@@ -109,6 +127,40 @@ __device__ void wg_body(const uint16_t* A, const uint16_t* B, float* out, int CH
     for (int j = 0; j < N / 8; j++)
         for (int i = 0; i < 4; i++) out[(16 * w + g + 8 * (i >> 1)) * N + 8 * j + 2 * t + (i & 1)] = d[4 * j + i];
 }
+// A from shared memory as well, in B's layout with rows for tokens: row r, k half h at h * LBO + (r / 8) * SBO +
+// (r % 8) * 16 (the 64 x 16 A of one chunk; the warpgroup's four warps' rows 0..63 as in the register form).
+template <int N, bool F16>
+__device__ void wgs_body(const uint16_t* A, const uint16_t* B, float* out, int CH, int swap) {
+    __shared__ __align__(128) uint16_t sA[8][64 * 16];
+    __shared__ __align__(128) uint16_t sB[8][64 * 16];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    const uint32_t LBO = 128, SBO = 256;
+    for (int e = threadIdx.x; e < CH * N * 16; e += blockDim.x) {
+        const int c = e / (N * 16), n = (e / 16) % N, k = e % 16;
+        sB[c][(k / 8) * LBO / 2 + (n / 8) * SBO / 2 + (n % 8) * 8 + (k % 8)] = B[e];
+    }
+    for (int e = threadIdx.x; e < CH * 64 * 16; e += blockDim.x) {
+        const int c = e / (64 * 16), r = (e / 16) % 64, k = e % 16;
+        sA[c][(k / 8) * LBO / 2 + (r / 8) * SBO / 2 + (r % 8) * 8 + (k % 8)] = A[e];
+    }
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
+    float d[N / 2];
+    for (int i = 0; i < N / 2; i++) d[i] = 0.f;
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+    for (int c = 0; c < CH; c++) {
+        const uint64_t da = swap ? desc_of(smem_u32(sA[c]), SBO, LBO) : desc_of(smem_u32(sA[c]), LBO, SBO);
+        const uint64_t db = desc_of(smem_u32(sB[c]), LBO, SBO);
+        if (N == 8 && F16) wgmma_s_f16_n8(*reinterpret_cast<float(*)[4]>(d), da, db, c > 0);
+        else if (N == 8) wgmma_s_bf16_n8(*reinterpret_cast<float(*)[4]>(d), da, db, c > 0);
+        else if (F16) wgmma_s_f16_n64(*reinterpret_cast<float(*)[32]>(d), da, db, c > 0);
+        else wgmma_s_bf16_n64(*reinterpret_cast<float(*)[32]>(d), da, db, c > 0);
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    for (int j = 0; j < N / 8; j++)
+        for (int i = 0; i < 4; i++) out[(16 * w + g + 8 * (i >> 1)) * N + 8 * j + 2 * t + (i & 1)] = d[4 * j + i];
+}
 #define WG_KERNELS(NAME, F16)                                                                                 \
     extern "C" __global__ void NAME##_n8(const uint16_t* A, const uint16_t* B, float* out, int CH, int swap) {  \
         const long long p = blockIdx.x;                                                                        \
@@ -120,10 +172,21 @@ __device__ void wg_body(const uint16_t* A, const uint16_t* B, float* out, int CH
     }
 WG_KERNELS(wg, false)
 WG_KERNELS(wg_f16, true)
+#define WGS_KERNELS(NAME, F16)                                                                                \
+    extern "C" __global__ void NAME##_n8(const uint16_t* A, const uint16_t* B, float* out, int CH, int swap) {  \
+        const long long p = blockIdx.x;                                                                        \
+        wgs_body<8, F16>(A + p * CH * 64 * 16, B + p * CH * 8 * 16, out + p * 64 * 8, CH, swap);               \
+    }                                                                                                          \
+    extern "C" __global__ void NAME##_n64(const uint16_t* A, const uint16_t* B, float* out, int CH, int swap) { \
+        const long long p = blockIdx.x;                                                                        \
+        wgs_body<64, F16>(A + p * CH * 64 * 16, B + p * CH * 64 * 16, out + p * 64 * 64, CH, swap);            \
+    }
+WGS_KERNELS(wgs, false)
+WGS_KERNELS(wgs_f16, true)
 """
 
 if __name__ == "__main__":
-    funcs = "".join(wg(n, t) for t in ("bf16", "f16") for n in (8, 64))
+    funcs = "".join(f(n, t) for f in (wg, wgs) for t in ("bf16", "f16") for n in (8, 64))
     (HERE / "wgmma_probe.cu").write_text(SRC.replace("WGMMA_FUNCS", funcs))
     subprocess.run(
         [

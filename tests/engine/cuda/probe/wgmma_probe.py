@@ -1,8 +1,9 @@
 """On the GPU: one wgmma k16 step vs one mma.sync m16n8k16 step, bitwise, on chains of CH steps of random data.
 bf16 (main's arithmetic): A small integers as the dequantized weights are, B bf16 of random magnitude. fp16
 (branch f16-split's): A the folded products rn(q sc) up to 4096, B fp16 terms of random magnitude, all-subnormal B
-among them (a tensor core that flushed fp16 subnormals would return zeros there: "max rel err" 1). Prints the
-mismatch counts."""
+among them (a tensor core that flushed fp16 subnormals would return zeros there: "max rel err" 1). wg0 / wgs0: the
+wgmma with A from registers / from shared memory; wg1 / wgs1, the controls, read B / A through a descriptor with its
+two strides swapped (wrong products everywhere). Prints the mismatch counts."""
 
 import sys
 from pathlib import Path
@@ -58,7 +59,7 @@ def main() -> int:
     print(drv.device_name())
     image = (HERE / "wgmma_probe.ptx").read_bytes() + b"\0"
     mod = drv.check(cu.cuModuleLoadData(image), "load")
-    names = [f"{k}_n{n}" for k in ("sync", "wg", "sync_f16", "wg_f16") for n in (8, 64)]
+    names = [f"{k}_n{n}" for k in ("sync", "wg", "wgs", "sync_f16", "wg_f16", "wgs_f16") for n in (8, 64)]
     fn = {n: drv.check(cu.cuModuleGetFunction(mod, n.encode()), n) for n in names}
     rng = np.random.default_rng(int(sys.argv[1]) if len(sys.argv) > 1 else 1)
     stream = drv.new_stream()
@@ -72,9 +73,9 @@ def main() -> int:
             dA.upload(A, stream)
             dB.upload(B, stream)
             outs = {}
-            for name, extra in (("sync", []), ("wg0", [0]), ("wg1", [1])):
+            for name, extra in (("sync", []), ("wg0", [0]), ("wg1", [1]), ("wgs0", [0]), ("wgs1", [1])):
                 o = drv.DeviceBuffer(NP * 64 * N * 4)
-                kn = fn[f"{'sync' if name == 'sync' else 'wg'}{'_f16' if half else ''}_n{N}"]
+                kn = fn[f"{name.rstrip('01')}{'_f16' if half else ''}_n{N}"]
                 args = [(int(dA), np.uint64), (int(dB), np.uint64), (int(o), np.uint64), (CH, np.int32)]
                 args += [(e, np.int32) for e in extra]
                 k = drv.Kernel(kn, name, (NP, 1, 1), 128, args, pdl=False)
