@@ -10,33 +10,34 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def wgs(n: int, t: str) -> str:
-    """The same step with A from shared memory (both operands by descriptor, K-major: no transposes)."""
-    regs = n // 2
-    d = ",".join(f"%{i}" for i in range(regs))
-    outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
-    return f"""
-__device__ __forceinline__ void wgmma_s_{t}_n{n}(float (&d)[{regs}], uint64_t desc_a, uint64_t desc_b, int scale_d) {{
-    asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"
-                 "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} "
-                 "{{{d}}}, %{regs}, %{regs + 1}, p, 1, 1, 0, 0;\\n}}"
-                 : {outs}
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-}}
-"""
-
-
-def wg(n: int, t: str) -> str:
+def wgmma_func(n: int, t: str, smem_a: bool) -> str:
+    """One m64nNk16 step, B from shared memory: A from registers (wgmma_T_nN) or from shared memory too
+    (wgmma_s_T_nN: both operands by descriptor, K-major, no transposes)."""
     regs = n // 2  # floats of D per thread: 64 x n / 128
     d = ",".join(f"%{i}" for i in range(regs))
-    a = ",".join(f"%{regs + i}" for i in range(4))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    if smem_a:
+        name, a_param, a_in, a_ops, a_count, trans = (
+            f"wgmma_s_{t}_n{n}",
+            "uint64_t desc_a",
+            '"l"(desc_a)',
+            f"%{regs}",
+            1,
+            ", 0, 0",
+        )
+    else:
+        name, a_param, a_count, trans = f"wgmma_{t}_n{n}", "const uint32_t a[4]", 4, ", 0"
+        a_in, a_ops = (
+            '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3])',
+            "{" + ",".join(f"%{regs + i}" for i in range(4)) + "}",
+        )
     return f"""
-__device__ __forceinline__ void wgmma_{t}_n{n}(float (&d)[{regs}], const uint32_t a[4], uint64_t desc, int scale_d) {{
-    asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 5}, 0;\\n"
-                 "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{d}}}, {{{a}}}, %{regs + 4}, p, 1, 1, 0;\\n}}"
+__device__ __forceinline__ void {name}(float (&d)[{regs}], {a_param}, uint64_t desc, int scale_d) {{
+    asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + a_count + 1}, 0;\\n"
+                 "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} "
+                 "{{{d}}}, {a_ops}, %{regs + a_count}, p, 1, 1{trans};\\n}}"
                  : {outs}
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+                 : {a_in}, "l"(desc), "r"(scale_d));
 }}
 """
 
@@ -161,32 +162,23 @@ __device__ void wgs_body(const uint16_t* A, const uint16_t* B, float* out, int C
     for (int j = 0; j < N / 8; j++)
         for (int i = 0; i < 4; i++) out[(16 * w + g + 8 * (i >> 1)) * N + 8 * j + 2 * t + (i & 1)] = d[4 * j + i];
 }
-#define WG_KERNELS(NAME, F16)                                                                                 \
+#define PROBE_KERNELS(NAME, BODY, F16)                                                                        \
     extern "C" __global__ void NAME##_n8(const uint16_t* A, const uint16_t* B, float* out, int CH, int swap) {  \
         const long long p = blockIdx.x;                                                                        \
-        wg_body<8, F16>(A + p * CH * 64 * 16, B + p * CH * 8 * 16, out + p * 64 * 8, CH, swap);                \
+        BODY<8, F16>(A + p * CH * 64 * 16, B + p * CH * 8 * 16, out + p * 64 * 8, CH, swap);                   \
     }                                                                                                          \
     extern "C" __global__ void NAME##_n64(const uint16_t* A, const uint16_t* B, float* out, int CH, int swap) { \
         const long long p = blockIdx.x;                                                                        \
-        wg_body<64, F16>(A + p * CH * 64 * 16, B + p * CH * 64 * 16, out + p * 64 * 64, CH, swap);             \
+        BODY<64, F16>(A + p * CH * 64 * 16, B + p * CH * 64 * 16, out + p * 64 * 64, CH, swap);                \
     }
-WG_KERNELS(wg, false)
-WG_KERNELS(wg_f16, true)
-#define WGS_KERNELS(NAME, F16)                                                                                \
-    extern "C" __global__ void NAME##_n8(const uint16_t* A, const uint16_t* B, float* out, int CH, int swap) {  \
-        const long long p = blockIdx.x;                                                                        \
-        wgs_body<8, F16>(A + p * CH * 64 * 16, B + p * CH * 8 * 16, out + p * 64 * 8, CH, swap);               \
-    }                                                                                                          \
-    extern "C" __global__ void NAME##_n64(const uint16_t* A, const uint16_t* B, float* out, int CH, int swap) { \
-        const long long p = blockIdx.x;                                                                        \
-        wgs_body<64, F16>(A + p * CH * 64 * 16, B + p * CH * 64 * 16, out + p * 64 * 64, CH, swap);            \
-    }
-WGS_KERNELS(wgs, false)
-WGS_KERNELS(wgs_f16, true)
+PROBE_KERNELS(wg, wg_body, false)
+PROBE_KERNELS(wg_f16, wg_body, true)
+PROBE_KERNELS(wgs, wgs_body, false)
+PROBE_KERNELS(wgs_f16, wgs_body, true)
 """
 
 if __name__ == "__main__":
-    funcs = "".join(f(n, t) for f in (wg, wgs) for t in ("bf16", "f16") for n in (8, 64))
+    funcs = "".join(wgmma_func(n, t, smem_a) for smem_a in (False, True) for t in ("bf16", "f16") for n in (8, 64))
     (HERE / "wgmma_probe.cu").write_text(SRC.replace("WGMMA_FUNCS", funcs))
     subprocess.run(
         [
