@@ -100,81 +100,66 @@ __device__ __forceinline__ uint64_t desc_of(uint32_t addr, uint32_t lbo, uint32_
            ((uint64_t)((sbo >> 4) & 0x3FFF) << 32);
 }
 WGMMA_FUNCS
-template <int N, bool F16>
+// rows x 16 k of each of CH chunks (row-major in global) into shared memory, K-major without swizzle: row r, k half h
+// at h * LBO + (r / 8) * SBO + (r % 8) * 16 (B: rows = tokens; A in wgs_*: the warpgroup's 64 rows)
+__device__ __forceinline__ void stage(uint16_t (*dst)[64 * 16], const uint16_t* src, int CH, int rows) {
+    for (int e = threadIdx.x; e < CH * rows * 16; e += blockDim.x) {
+        const int c = e / (rows * 16), r = (e / 16) % rows, k = e % 16;
+        dst[c][(k / 8) * 64 + (r / 8) * 128 + (r % 8) * 8 + (k % 8)] = src[e];
+    }
+}
+// SMEM_A: A from shared memory too (wgs_*), where swap mixes up A's strides instead of B's (the control)
+template <int N, bool F16, bool SMEM_A>
 __device__ void wg_body(const uint16_t* A, const uint16_t* B, float* out, int CH, int swap) {
     __shared__ __align__(128) uint16_t sB[8][64 * 16];
+    __shared__ __align__(128) uint16_t sA[SMEM_A ? 8 : 1][64 * 16];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    const uint32_t LBO = 128, SBO = 256;  // k halves adjacent, 8-token groups 256 B apart
-    for (int e = threadIdx.x; e < CH * N * 16; e += blockDim.x) {
-        const int c = e / (N * 16), n = (e / 16) % N, k = e % 16;
-        sB[c][(k / 8) * LBO / 2 + (n / 8) * SBO / 2 + (n % 8) * 8 + (k % 8)] = B[e];
-    }
+    const uint32_t LBO = 128, SBO = 256;  // k halves adjacent, 8-row groups 256 B apart
+    stage(sB, B, CH, N);
+    if (SMEM_A) stage(sA, A, CH, 64);
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncthreads();
     float d[N / 2];
     for (int i = 0; i < N / 2; i++) d[i] = 0.f;
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
     for (int c = 0; c < CH; c++) {
-        uint32_t a[4];
-        a_frag(A + c * 64 * 16, 16 * w, lane, a);
-        const uint64_t desc = swap ? desc_of(smem_u32(sB[c]), SBO, LBO) : desc_of(smem_u32(sB[c]), LBO, SBO);
-        if (N == 8 && F16) wgmma_f16_n8(*reinterpret_cast<float(*)[4]>(d), a, desc, c > 0);
-        else if (N == 8) wgmma_bf16_n8(*reinterpret_cast<float(*)[4]>(d), a, desc, c > 0);
-        else if (F16) wgmma_f16_n64(*reinterpret_cast<float(*)[32]>(d), a, desc, c > 0);
-        else wgmma_bf16_n64(*reinterpret_cast<float(*)[32]>(d), a, desc, c > 0);
+        float(&d4)[4] = *reinterpret_cast<float(*)[4]>(d);
+        float(&d32)[32] = *reinterpret_cast<float(*)[32]>(d);
+        if constexpr (SMEM_A) {
+            const uint64_t da = swap ? desc_of(smem_u32(sA[c]), SBO, LBO) : desc_of(smem_u32(sA[c]), LBO, SBO);
+            const uint64_t db = desc_of(smem_u32(sB[c]), LBO, SBO);
+            if (N == 8 && F16) wgmma_s_f16_n8(d4, da, db, c > 0);
+            else if (N == 8) wgmma_s_bf16_n8(d4, da, db, c > 0);
+            else if (F16) wgmma_s_f16_n64(d32, da, db, c > 0);
+            else wgmma_s_bf16_n64(d32, da, db, c > 0);
+        } else {
+            uint32_t a[4];
+            a_frag(A + c * 64 * 16, 16 * w, lane, a);
+            const uint64_t desc = swap ? desc_of(smem_u32(sB[c]), SBO, LBO) : desc_of(smem_u32(sB[c]), LBO, SBO);
+            if (N == 8 && F16) wgmma_f16_n8(d4, a, desc, c > 0);
+            else if (N == 8) wgmma_bf16_n8(d4, a, desc, c > 0);
+            else if (F16) wgmma_f16_n64(d32, a, desc, c > 0);
+            else wgmma_bf16_n64(d32, a, desc, c > 0);
+        }
     }
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
     for (int j = 0; j < N / 8; j++)
         for (int i = 0; i < 4; i++) out[(16 * w + g + 8 * (i >> 1)) * N + 8 * j + 2 * t + (i & 1)] = d[4 * j + i];
 }
-// A from shared memory as well, in B's layout with rows for tokens: row r, k half h at h * LBO + (r / 8) * SBO +
-// (r % 8) * 16 (the 64 x 16 A of one chunk; the warpgroup's four warps' rows 0..63 as in the register form).
-template <int N, bool F16>
-__device__ void wgs_body(const uint16_t* A, const uint16_t* B, float* out, int CH, int swap) {
-    __shared__ __align__(128) uint16_t sA[8][64 * 16];
-    __shared__ __align__(128) uint16_t sB[8][64 * 16];
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    const uint32_t LBO = 128, SBO = 256;
-    for (int e = threadIdx.x; e < CH * N * 16; e += blockDim.x) {
-        const int c = e / (N * 16), n = (e / 16) % N, k = e % 16;
-        sB[c][(k / 8) * LBO / 2 + (n / 8) * SBO / 2 + (n % 8) * 8 + (k % 8)] = B[e];
-    }
-    for (int e = threadIdx.x; e < CH * 64 * 16; e += blockDim.x) {
-        const int c = e / (64 * 16), r = (e / 16) % 64, k = e % 16;
-        sA[c][(k / 8) * LBO / 2 + (r / 8) * SBO / 2 + (r % 8) * 8 + (k % 8)] = A[e];
-    }
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    __syncthreads();
-    float d[N / 2];
-    for (int i = 0; i < N / 2; i++) d[i] = 0.f;
-    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-    for (int c = 0; c < CH; c++) {
-        const uint64_t da = swap ? desc_of(smem_u32(sA[c]), SBO, LBO) : desc_of(smem_u32(sA[c]), LBO, SBO);
-        const uint64_t db = desc_of(smem_u32(sB[c]), LBO, SBO);
-        if (N == 8 && F16) wgmma_s_f16_n8(*reinterpret_cast<float(*)[4]>(d), da, db, c > 0);
-        else if (N == 8) wgmma_s_bf16_n8(*reinterpret_cast<float(*)[4]>(d), da, db, c > 0);
-        else if (F16) wgmma_s_f16_n64(*reinterpret_cast<float(*)[32]>(d), da, db, c > 0);
-        else wgmma_s_bf16_n64(*reinterpret_cast<float(*)[32]>(d), da, db, c > 0);
-    }
-    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-    for (int j = 0; j < N / 8; j++)
-        for (int i = 0; i < 4; i++) out[(16 * w + g + 8 * (i >> 1)) * N + 8 * j + 2 * t + (i & 1)] = d[4 * j + i];
-}
-#define PROBE_KERNELS(NAME, BODY, F16)                                                                        \
-    extern "C" __global__ void NAME##_n8(const uint16_t* A, const uint16_t* B, float* out, int CH, int swap) {  \
+#define PROBE_KERNELS(NAME, F16, SMEM_A)                                                                       \
+    extern "C" __global__ void NAME##_n8(const uint16_t* A, const uint16_t* B, float* out, int CH, int swap) { \
         const long long p = blockIdx.x;                                                                        \
-        BODY<8, F16>(A + p * CH * 64 * 16, B + p * CH * 8 * 16, out + p * 64 * 8, CH, swap);                   \
+        wg_body<8, F16, SMEM_A>(A + p * CH * 64 * 16, B + p * CH * 8 * 16, out + p * 64 * 8, CH, swap);        \
     }                                                                                                          \
     extern "C" __global__ void NAME##_n64(const uint16_t* A, const uint16_t* B, float* out, int CH, int swap) { \
         const long long p = blockIdx.x;                                                                        \
-        BODY<64, F16>(A + p * CH * 64 * 16, B + p * CH * 64 * 16, out + p * 64 * 64, CH, swap);                \
+        wg_body<64, F16, SMEM_A>(A + p * CH * 64 * 16, B + p * CH * 64 * 16, out + p * 64 * 64, CH, swap);     \
     }
-PROBE_KERNELS(wg, wg_body, false)
-PROBE_KERNELS(wg_f16, wg_body, true)
-PROBE_KERNELS(wgs, wgs_body, false)
-PROBE_KERNELS(wgs_f16, wgs_body, true)
+PROBE_KERNELS(wg, false, false)
+PROBE_KERNELS(wg_f16, true, false)
+PROBE_KERNELS(wgs, false, true)
+PROBE_KERNELS(wgs_f16, true, true)
 """
 
 if __name__ == "__main__":
