@@ -39,11 +39,22 @@
 #define GX_MIN (32 * GX_MAT)
 #define GX_SUM (35 * GX_MAT)
 #define GX_CHUNK (GX_SUM + GEMM_TOKENS * 16 * 4)  // 75776 (kernels.py GX_CHUNK)
+#ifdef GEMM_PROBE_X_HALF
+#define GX_X(s, term) (GX_MAT * (s))
+#define GX_MIN_READ (16 * GX_MAT)
+#else
+#define GX_X(s, term) (GX_MAT * (2 * (s) + (term)))  // slice s, term (0 lo, 1 hi)
+#define GX_MIN_READ GX_MIN
+#endif
 
 template <class F>
 struct GemmStage {
     // the prefix of the chunk a type reads: the x matrices, + the min product's B (Q4_K, Q5_K), + the slice sums
+#ifdef GEMM_PROBE_X_HALF  // (a probe: one term's x, 16 matrices, and the min product's three after them)
+    static constexpr int X_BYTES = (F::HAS_MIN ? 19 : 16) * GX_MAT;
+#else
     static constexpr int X_BYTES = !F::HAS_MIN ? GX_MIN : F::MIN_MMA && MMA_MIN_MMA ? GX_SUM : GX_CHUNK;
+#endif
     static constexpr int BYTES = (X_BYTES + MMA_WARPS * F::UNIT + 127) / 128 * 128;  // x, then warp w's unit
 };
 // After the stages and their mbarriers (128 bytes): the SwiGLU epilogue's exchange of 4 tiles of [64 tokens][16
@@ -181,7 +192,9 @@ __device__ __forceinline__ void slab_fold(const float* base, int n, float (&v)[8
 
 // Bottleneck probes (timing only, wrong sums; tests/engine/cuda/probe/gemm_bottleneck.sh): GEMM_PROBE_X_ONCE
 // streams each stage's x chunk once (later uses reuse it), GEMM_PROBE_W_ONCE likewise the weight units,
-// GEMM_PROBE_NO_SCALE applies only the last scale group. Compiled out here.
+// GEMM_PROBE_NO_SCALE applies only the last scale group, GEMM_PROBE_ONE_TERM runs only the lo term's k16 steps (what one
+// activation term would cost), GEMM_PROBE_NO_FRAG feeds the MMAs constant fragments (no dequantization), GEMM_PROBE_X_HALF stages and reads
+// one term's x (half the chunk's bytes). Compiled out here.
 // A timeline probe (tests/engine/cuda/probe/gemm_trace.py builds the kernels with -DGEMM_TRACE): thread 0 of
 // each block writes the global timer at marks 0..5 of gemm_body (entry, after pdl_wait, first stage in, range
 // done, cut parts settled, cut groups settled: warp 0's) and, at 6, its units and which folds it did (warp 0's); at
@@ -362,14 +375,22 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
         for (int grp = 0; grp < F::GROUPS; grp++) {
             uint32_t a[F::SPG][4];
 #pragma unroll
-            for (int si = 0; si < F::SPG; si++) F::frag(raw, grp * F::SPG + si, a[si]);
+            for (int si = 0; si < F::SPG; si++) {
+#ifdef GEMM_PROBE_NO_FRAG
+                for (int i = 0; i < 4; i++) a[si][i] = 0x3F803F80u ^ (uint32_t)(lane + grp * F::SPG + si + i);
+#else
+                F::frag(raw, grp * F::SPG + si, a[si]);
+#endif
+            }
             wgmma_fence();  // a[] was written by ordinary instructions
 #pragma unroll
             for (int si = 0; si < F::SPG; si++) {
                 const int s = grp * F::SPG + si;
-                if (si == 0) wgmma64<0>(P[grp & 1], a[si], gx_desc_add(dx, GX_MAT * (2 * s)));  // lo first
-                else wgmma64<1>(P[grp & 1], a[si], gx_desc_add(dx, GX_MAT * (2 * s)));
-                wgmma64<1>(P[grp & 1], a[si], gx_desc_add(dx, GX_MAT * (2 * s + 1)));
+                if (si == 0) wgmma64<0>(P[grp & 1], a[si], gx_desc_add(dx, GX_X(s, 0)));  // lo first
+                else wgmma64<1>(P[grp & 1], a[si], gx_desc_add(dx, GX_X(s, 0)));
+#ifndef GEMM_PROBE_ONE_TERM
+                wgmma64<1>(P[grp & 1], a[si], gx_desc_add(dx, GX_X(s, 1)));
+#endif
             }
             wgmma_commit();
             if (grp > 0) {
@@ -382,9 +403,9 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
         if constexpr (MIN_BY_MMA) {  // min_by_mma: acc -= dmin * (mins . group sums), three k16 steps
             const uint32_t a[4] = {k_min_pair(scales.g, t), k_min_pair(scales.g8, t), 0u, 0u};
             wgmma_fence();
-            wgmma64<0>(P[0], a, gx_desc_add(dx, GX_MIN));
-            wgmma64<1>(P[0], a, gx_desc_add(dx, GX_MIN + GX_MAT));
-            wgmma64<1>(P[0], a, gx_desc_add(dx, GX_MIN + 2 * GX_MAT));
+            wgmma64<0>(P[0], a, gx_desc_add(dx, GX_MIN_READ));
+            wgmma64<1>(P[0], a, gx_desc_add(dx, GX_MIN_READ + GX_MAT));
+            wgmma64<1>(P[0], a, gx_desc_add(dx, GX_MIN_READ + 2 * GX_MAT));
             wgmma_commit();
             wgmma_wait<0>();
 #pragma unroll
