@@ -74,6 +74,23 @@ struct GemmWork {
     __device__ int part_of(int sb) const { return ((sb + 1) * parts - 1) / n_sb; }
 };
 
+// Unit u's place: super-block sb, tile group, pass (u = (pass * groups + group) * n_sb + sb), stepped from one unit
+// to the next without dividing (a runtime division is ~20 instructions, and the unit loop of gemm_body, which is
+// issue-bound, did eight of them per unit).
+struct UnitPos {
+    int sb, group, pass;
+    __device__ UnitPos(int u, int n_sb, int groups) : sb(u % n_sb), group(u / n_sb % groups), pass(u / n_sb / groups) {}
+    __device__ void next(int n_sb, int groups) {
+        if (++sb == n_sb) {
+            sb = 0;
+            if (++group == groups) {
+                group = 0;
+                pass++;
+            }
+        }
+    }
+};
+
 // The block adds k arrivals to `counter` (of n in all): true in the block whose arrivals complete it (which resets
 // it for the next launch). The block's stores before it are released, the other blocks' acquired (as
 // arrive_release_acquire does).
@@ -86,6 +103,23 @@ __device__ __forceinline__ bool gemm_block_arrive(int* counter, int k, int n) {
     }
     __syncthreads();
     return last;
+}
+
+// s = v (first) or s + v, the 32 floats of a thread. The first is written v + -0, the same bits as v (-0 + x is x
+// for every x, signed zeros included): with an add on both paths ptxas keeps s in its registers, where a plain copy
+// cost 32 moves per unit after the paths met (gemm_body's unit loop is issue-bound).
+__device__ __forceinline__ void sum_into(float (&s)[8][4], const float (&v)[8][4], bool first) {
+    if (first) {
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) s[j][i] = __fadd_rn(v[j][i], -0.0f);
+    } else {
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) s[j][i] = __fadd_rn(s[j][i], v[j][i]);
+    }
 }
 
 // A thread's 32 accumulator floats in a slab of scratch: float k of thread i at k * MMA_THREADS + i (coalesced).
@@ -181,8 +215,8 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
     }
     __syncthreads();
     // stage (u - u0) % S <- unit u: this warp's weight unit (asked for before pdl_wait), and the pass's x chunk
-    const auto fill_w = [&](int u) {
-        const int sb = u % n_sb, tile = min((u / n_sb) % groups * TPB + warp % TPB, sh.n_tiles - 1);
+    const auto fill_w = [&](int u, const UnitPos& at) {
+        const int sb = at.sb, tile = min(at.group * TPB + warp % TPB, sh.n_tiles - 1);
 #ifdef GEMM_PROBE_W_ONCE
         if (lane == 0 && u >= u0 + S) mbar_arrive(bars + 8 * ((u - u0) % S));
         else
@@ -192,21 +226,34 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
                       W[warp / TPB] + (long long)F::UNIT * ((long long)n_sb * tile + sb), F::UNIT,
                       bars + 8 * ((u - u0) % S));
     };
-    const auto fill_x = [&](int u) {  // by one thread
-        const int sb = u % n_sb, pass = u / n_sb / groups;
-        bulk_copy(stages + (u - u0) % S * SB, gx + ((long long)pass * n_sb + sb) * GX_CHUNK, XB,
+    const auto fill_x = [&](int u, const UnitPos& at) {  // by one thread
+        bulk_copy(stages + (u - u0) % S * SB, gx + ((long long)at.pass * n_sb + at.sb) * GX_CHUNK, XB,
                   bars + 8 * ((u - u0) % S));
     };
-    for (int u = u0; u < u0 + S && u < u1; u++) fill_w(u);
+    const UnitPos first(u0, n_sb, groups);
+    UnitPos fill = first;  // the next unit to fill
+    for (int u = u0; u < u0 + S && u < u1; u++, fill.next(n_sb, groups)) fill_w(u, fill);
     pdl_wait();
     GEMM_MARK(1, 0);
-    for (int u = u0; u < u0 + S && u < u1; u++)  // the condition inside: see `released`
-        if (threadIdx.x == 0) fill_x(u);
+    {
+        UnitPos at = first;
+        for (int u = u0; u < u0 + S && u < u1; u++, at.next(n_sb, groups))  // the condition inside: see `released`
+            if (threadIdx.x == 0) fill_x(u, at);
+    }
     float acc[8][4], run[8][4], T[8][4], P[2][32];  // super-block, part and tile-group sums; MMA chains
     int given0 = 0, given1 = 0;  // part sums this block gave the cut tile groups of its first and its last unit
     uint8_t* xch = mma_smem + GEMM_XCH_AT(S * SB);
-    for (int u = u0; u < u1; u++) {
-        const int du = u - u0, sb = u % n_sb, group = (u / n_sb) % groups, pass = u / n_sb / groups;
+    // unit u's place, and its K part c = [lo, hi) of super-blocks, stepped along (a division only per part)
+    UnitPos at = first;
+    int c = wk.part_of(at.sb), lo = wk.part_lo(c), hi = wk.part_lo(c + 1);
+    const int hi0 = wk.part_lo(1);
+    const auto step = [&]() {
+        at.next(n_sb, groups);
+        if (at.sb == 0) c = 0, lo = 0, hi = hi0;
+        else if (at.sb == hi) c++, lo = hi, hi = wk.part_lo(c + 1);
+    };
+    for (int u = u0; u < u1; u++, step()) {
+        const int du = u - u0, sb = at.sb, group = at.group, pass = at.pass;
         const uint64_t dx = gx_desc(stages + (du % S) * SB);  // the stage's x matrices: gx_desc_add
         mbar_wait(bars + 8 * (du % S), (du / S) & 1);
         if (du == 0) GEMM_MARK(2, 0);
@@ -322,7 +369,7 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
         // hostsim, ran them apart and caught lanes reading the slice sums of a stage lane 0 had already released).
         if (u + S < u1) {
             __syncwarp();
-            fill_w(u + S);
+            fill_w(u + S, fill);
             if (lane == 0) {
                 __threadfence_block();  // release this warp's reads of the stage; acquire the others' below
                 if (atomicAdd(&released[du % S], 1) % MMA_WARPS == MMA_WARPS - 1) {  // the 8th of this use
@@ -331,31 +378,26 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
 #ifdef GEMM_PROBE_X_ONCE
                     mbar_arrive(bars + 8 * (du % S));
 #else
-                    fill_x(u + S);
+                    fill_x(u + S, fill);
 #endif
                 }
             }
         }
+        fill.next(n_sb, groups);  // (past u1 unused)
         // acc = this super-block's sum: into its part's sum (run), then the part's sum into the group's (T)
-        const int c = wk.part_of(sb), lo = wk.part_lo(c), hi = wk.part_lo(c + 1), ug = u - sb;
+        const int ug = u - sb;
         if (ug + lo < u0 || ug + hi > u1) {  // a cut part: its super-block sums meet in scratch (settled below)
             slab_store(sb_sums + ((long long)wk.block_of(ug + lo) * L + sb - lo) * GEMM_SLAB, acc);
             continue;
         }
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) run[j][i] = sb == lo ? acc[j][i] : run[j][i] + acc[j][i];
+        sum_into(run, acc, sb == lo);
         if (sb + 1 < hi) continue;
         if (ug < u0 || ug + n_sb > u1) {  // the part is summed, its tile group cut: the sum meets the others below
             slab_store(part_sums + ((long long)wk.block_of(ug) * sh.parts + c) * GEMM_SLAB, run);
-            (u / n_sb == u0 / n_sb ? given0 : given1)++;
+            (ug == u0 - first.sb ? given0 : given1)++;
             continue;
         }
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) T[j][i] = c == 0 ? run[j][i] : T[j][i] + run[j][i];
+        sum_into(T, run, c == 0);
         if (c + 1 == sh.parts) store(T, xch, group, pass * GEMM_TOKENS);  // the whole group was this block's
     }
     // The cut parts and groups, after the range (their sums' stores have long drained: the release is quick): the
