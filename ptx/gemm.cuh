@@ -27,6 +27,9 @@
 #ifndef GEMM_MIN_BLOCKS
 #define GEMM_MIN_BLOCKS 1  // resident GEMM blocks per SM asked of ptxas (2: 128 registers, spills; PERF.md)
 #endif
+#ifndef GEMM_FOLD_INFLIGHT
+#define GEMM_FOLD_INFLIGHT 1  // slice pairs of a folded format's unit in flight beyond the newest (registers: 8 each)
+#endif
 // The staged activations of one 64-token pass and one super-block (gemm_stage_x), GX_CHUNK bytes:
 //   [0, 32 GX_MAT)       the x matrices: slice s, term (0 lo, 1 hi) at GX_MAT (2 s + term);
 //   [GX_MIN, +3 GX_MAT)  the B of the min product (lo, mid, hi terms of the 8 group sums; k 8..15 zero);
@@ -39,22 +42,11 @@
 #define GX_MIN (32 * GX_MAT)
 #define GX_SUM (35 * GX_MAT)
 #define GX_CHUNK (GX_SUM + GEMM_TOKENS * 16 * 4)  // 75776 (kernels.py GX_CHUNK)
-#ifdef GEMM_PROBE_X_HALF
-#define GX_X(s, term) (GX_MAT * (s))
-#define GX_MIN_READ (16 * GX_MAT)
-#else
-#define GX_X(s, term) (GX_MAT * (2 * (s) + (term)))  // slice s, term (0 lo, 1 hi)
-#define GX_MIN_READ GX_MIN
-#endif
 
 template <class F>
 struct GemmStage {
     // the prefix of the chunk a type reads: the x matrices, + the min product's B (Q4_K, Q5_K), + the slice sums
-#ifdef GEMM_PROBE_X_HALF  // (a probe: one term's x, 16 matrices, and the min product's three after them)
-    static constexpr int X_BYTES = (F::HAS_MIN ? 19 : 16) * GX_MAT;
-#else
     static constexpr int X_BYTES = !F::HAS_MIN ? GX_MIN : F::MIN_MMA && MMA_MIN_MMA ? GX_SUM : GX_CHUNK;
-#endif
     static constexpr int BYTES = (X_BYTES + MMA_WARPS * F::UNIT + 127) / 128 * 128;  // x, then warp w's unit
 };
 // After the stages and their mbarriers (128 bytes): the SwiGLU epilogue's exchange of 4 tiles of [64 tokens][16
@@ -191,10 +183,8 @@ __device__ __forceinline__ void slab_fold(const float* base, int n, float (&v)[8
 }
 
 // Bottleneck probes (timing only, wrong sums; tests/engine/cuda/probe/gemm_bottleneck.sh): GEMM_PROBE_X_ONCE
-// streams each stage's x chunk once (later uses reuse it), GEMM_PROBE_W_ONCE likewise the weight units,
-// GEMM_PROBE_NO_SCALE applies only the last scale group, GEMM_PROBE_ONE_TERM runs only the lo term's k16 steps (what one
-// activation term would cost), GEMM_PROBE_NO_FRAG feeds the MMAs constant fragments (no dequantization), GEMM_PROBE_X_HALF stages and reads
-// one term's x (half the chunk's bytes). Compiled out here.
+// streams each stage's x chunk once (later uses reuse it), GEMM_PROBE_W_ONCE likewise the weight units. Compiled
+// out here.
 // A timeline probe (tests/engine/cuda/probe/gemm_trace.py builds the kernels with -DGEMM_TRACE): thread 0 of
 // each block writes the global timer at marks 0..5 of gemm_body (entry, after pdl_wait, first stage in, range
 // done, cut parts settled, cut groups settled: warp 0's) and, at 6, its units and which folds it did (warp 0's); at
@@ -344,77 +334,105 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
         typename F::Scales scales;
         F::unpack(raw, scales);
         const float* sums = reinterpret_cast<const float*>(mma_smem + (du % S) * SB + GX_SUM);
+        // the group sums of min_fma, token tile j: tokens 8 j + 2 t, + 1
+        const auto min_fmas = [&](int q, float mg, float m8) {
 #pragma unroll
-        for (int j = 0; j < 8; j++)
+            for (int j = 0; j < 8; j++)
+                min_fma<F::SPG>(sums + (8 * j + 2 * t) * 16 + F::SPG * q, sums + (8 * j + 2 * t + 1) * 16 + F::SPG * q,
+                                mg, m8, acc[j]);
+        };
+        if constexpr (F::FOLD) {  // mma_warp's folded arithmetic: a chain per term (P[0] hi, P[1] lo) over 16 slices
 #pragma unroll
-            for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
-        // acc += scale * P of group q (then minus min * group sum), token tile j = tokens 8 j + 2 t (+ 1)
-        const auto scale_group = [&](int q, const float(&p)[32]) {
-#ifdef GEMM_PROBE_NO_SCALE
-            if (q != F::GROUPS - 1) return;
-#endif
-            float sg, mg, s8, m8;
-            F::scale(raw, scales, q, sg, mg, s8, m8);
+            for (int s2 = 0; s2 < 16; s2 += 2) {
+                uint32_t a[2][4], e[2][4];
 #pragma unroll
-            for (int j = 0; j < 8; j++) {
-                acc[j][0] = fmaf(sg, p[4 * j + 0], acc[j][0]);
-                acc[j][1] = fmaf(sg, p[4 * j + 1], acc[j][1]);
-                acc[j][2] = fmaf(s8, p[4 * j + 2], acc[j][2]);
-                acc[j][3] = fmaf(s8, p[4 * j + 3], acc[j][3]);
-                if (F::HAS_MIN && !MIN_BY_MMA) {
-                    const float X0 = group_sum<F::SPG>(sums + (8 * j + 2 * t) * 16 + F::SPG * q);
-                    const float X1 = group_sum<F::SPG>(sums + (8 * j + 2 * t + 1) * 16 + F::SPG * q);
-                    acc[j][0] = fmaf(-mg, X0, acc[j][0]);
-                    acc[j][1] = fmaf(-mg, X1, acc[j][1]);
-                    acc[j][2] = fmaf(-m8, X0, acc[j][2]);
-                    acc[j][3] = fmaf(-m8, X1, acc[j][3]);
+                for (int si = 0; si < 2; si++) F::frag16(raw, scales, s2 + si, a[si], e[si]);
+                wgmma_fence();  // a[], e[] were written by ordinary instructions
+#pragma unroll
+                for (int si = 0; si < 2; si++) {
+                    const uint64_t lo = gx_desc_add(dx, GX_MAT * (2 * (s2 + si))), hi = gx_desc_add(dx, GX_MAT * (2 * (s2 + si) + 1));
+                    if (s2 + si == 0) {
+                        wgmma64<0>(P[1], a[si], lo);
+                        wgmma64<0>(P[0], a[si], hi);
+                    } else {
+                        wgmma64<1>(P[1], a[si], lo);
+                        wgmma64<1>(P[0], a[si], hi);
+                    }
+                    if (F::REM) wgmma64<1>(P[0], e[si], hi);
+                }
+                wgmma_commit();
+                if (s2 >= 2 * GEMM_FOLD_INFLIGHT) wgmma_wait<GEMM_FOLD_INFLIGHT>();  // (their fragments' registers stay live)
+            }
+            float Pm[32];  // the min product (MIN_BY_MMA)
+            if constexpr (MIN_BY_MMA) {
+                const uint32_t a[4] = {k_min_pair(scales.g, t), k_min_pair(scales.g8, t), 0u, 0u};
+                wgmma_fence();
+                wgmma64_bf16<0>(Pm, a, gx_desc_add(dx, GX_MIN));
+                wgmma64_bf16<1>(Pm, a, gx_desc_add(dx, GX_MIN + GX_MAT));
+                wgmma64_bf16<1>(Pm, a, gx_desc_add(dx, GX_MIN + 2 * GX_MAT));
+                wgmma_commit();
+            }
+            wgmma_wait<0>();
+            float dg, d8;
+            F::sb_scale(raw, scales, dg, d8);
+            dg *= 1.0f / SPLIT_HI_SCALE, d8 *= 1.0f / SPLIT_HI_SCALE;
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) acc[j][i] = sb_joined(P[0][4 * j + i], P[1][4 * j + i], i < 2 ? dg : d8);
+            if constexpr (F::HAS_MIN && !MIN_BY_MMA) {
+#pragma unroll
+                for (int q = 0; q < F::GROUPS; q++) {
+                    float sg, mg, s8, m8;
+                    F::scale(raw, scales, q, sg, mg, s8, m8);
+                    min_fmas(q, mg, m8);
                 }
             }
-        };
+            if constexpr (MIN_BY_MMA) {  // min_by_mma: acc -= dmin * (mins . group sums), three k16 steps
 #pragma unroll
-        for (int grp = 0; grp < F::GROUPS; grp++) {
-            uint32_t a[F::SPG][4];
+                for (int j = 0; j < 8; j++) {
+                    acc[j][0] = fmaf(-scales.g.dmin, Pm[4 * j + 0], acc[j][0]);
+                    acc[j][1] = fmaf(-scales.g.dmin, Pm[4 * j + 1], acc[j][1]);
+                    acc[j][2] = fmaf(-scales.g8.dmin, Pm[4 * j + 2], acc[j][2]);
+                    acc[j][3] = fmaf(-scales.g8.dmin, Pm[4 * j + 3], acc[j][3]);
+                }
+            }
+        } else {  // a chain per scale group, its float scale by one FMA while the next group's chain runs
 #pragma unroll
-            for (int si = 0; si < F::SPG; si++) {
-#ifdef GEMM_PROBE_NO_FRAG
-                for (int i = 0; i < 4; i++) a[si][i] = 0x3F803F80u ^ (uint32_t)(lane + grp * F::SPG + si + i);
-#else
-                F::frag(raw, grp * F::SPG + si, a[si]);
-#endif
-            }
-            wgmma_fence();  // a[] was written by ordinary instructions
+            for (int j = 0; j < 8; j++)
 #pragma unroll
-            for (int si = 0; si < F::SPG; si++) {
-                const int s = grp * F::SPG + si;
-                if (si == 0) wgmma64<0>(P[grp & 1], a[si], gx_desc_add(dx, GX_X(s, 0)));  // lo first
-                else wgmma64<1>(P[grp & 1], a[si], gx_desc_add(dx, GX_X(s, 0)));
-#ifndef GEMM_PROBE_ONE_TERM
-                wgmma64<1>(P[grp & 1], a[si], gx_desc_add(dx, GX_X(s, 1)));
-#endif
+                for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
+            const auto scale_group = [&](int q, const float(&p)[32]) {
+                float sg, mg, s8, m8;
+                F::scale(raw, scales, q, sg, mg, s8, m8);
+#pragma unroll
+                for (int j = 0; j < 8; j++) group_fma(&p[4 * j], sg, s8, acc[j]);
+                if (F::HAS_MIN) min_fmas(q, mg, m8);
+            };
+#pragma unroll
+            for (int grp = 0; grp < F::GROUPS; grp++) {
+                uint32_t a[F::SPG][4], al[F::SPG][4];
+#pragma unroll
+                for (int si = 0; si < F::SPG; si++) {
+                    F::frag16(raw, scales, grp * F::SPG + si, a[si], nullptr);
+                    lo_frag(a[si], al[si]);
+                }
+                wgmma_fence();  // a[] was written by ordinary instructions
+#pragma unroll
+                for (int si = 0; si < F::SPG; si++) {
+                    const int s = grp * F::SPG + si;
+                    if (si == 0) wgmma64<0>(P[grp & 1], al[si], gx_desc_add(dx, GX_MAT * (2 * s)));  // lo first
+                    else wgmma64<1>(P[grp & 1], al[si], gx_desc_add(dx, GX_MAT * (2 * s)));
+                    wgmma64<1>(P[grp & 1], a[si], gx_desc_add(dx, GX_MAT * (2 * s + 1)));
+                }
+                wgmma_commit();
+                if (grp > 0) {
+                    wgmma_wait<1>();  // group grp - 1's chain is done; grp's runs on
+                    scale_group(grp - 1, P[(grp - 1) & 1]);
+                }
             }
-            wgmma_commit();
-            if (grp > 0) {
-                wgmma_wait<1>();  // group grp - 1's chain is done; grp's runs on
-                scale_group(grp - 1, P[(grp - 1) & 1]);
-            }
-        }
-        wgmma_wait<0>();
-        scale_group(F::GROUPS - 1, P[(F::GROUPS - 1) & 1]);
-        if constexpr (MIN_BY_MMA) {  // min_by_mma: acc -= dmin * (mins . group sums), three k16 steps
-            const uint32_t a[4] = {k_min_pair(scales.g, t), k_min_pair(scales.g8, t), 0u, 0u};
-            wgmma_fence();
-            wgmma64<0>(P[0], a, gx_desc_add(dx, GX_MIN_READ));
-            wgmma64<1>(P[0], a, gx_desc_add(dx, GX_MIN_READ + GX_MAT));
-            wgmma64<1>(P[0], a, gx_desc_add(dx, GX_MIN_READ + 2 * GX_MAT));
-            wgmma_commit();
             wgmma_wait<0>();
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                acc[j][0] = fmaf(-scales.g.dmin, P[0][4 * j + 0], acc[j][0]);
-                acc[j][1] = fmaf(-scales.g.dmin, P[0][4 * j + 1], acc[j][1]);
-                acc[j][2] = fmaf(-scales.g8.dmin, P[0][4 * j + 2], acc[j][2]);
-                acc[j][3] = fmaf(-scales.g8.dmin, P[0][4 * j + 3], acc[j][3]);
-            }
+            scale_group(F::GROUPS - 1, P[(F::GROUPS - 1) & 1]);
         }
         // this warp is done with the stage (its MMAs waited for, its weight words and sums read): it refills its own
         // weight slot, and the last of the 8 warps to get here the x chunk (released[i] counts on: the next use's

@@ -187,6 +187,69 @@ __device__ __forceinline__ void split3(float x0, float x1, uint32_t& hi, uint32_
     lo = *reinterpret_cast<uint32_t*>(&l);
 }
 
+// ---- The fp16 A fragments of the MMAs (the activations are fp16 terms: split.cuh). The quants enter as small
+// integers built by the exponent trick: (0x6400 | v) is the fp16 1024 + v (v < 1024), so one lop3 places two values
+// and one fp16x2 operation removes the bias. Where a format's scale group has an INTEGER sub-scale (the K-quants,
+// IQ4_XS: "folded" formats, FOLD below), the fragment is the exact product q * sc, and the float super-block factor
+// d is applied once per super-block: sum_k w x = d sum_k (q sc) x - (min term). fp16 holds every integer up to 2048
+// exactly; products beyond (Q6_K, IQ4_XS: up to 4096) are split as A = rn(q sc) plus the remainder e = q sc - A
+// (-1, 0 or 1, exact by one fma), e entering the MMA on the hi term only (its lo term is 2^-22 of the sum). ----
+#define F16X2_1024 0x64006400u                                 // fp16 (1024, 1024): the exponent trick's base
+#define F16X2_BIAS(OFF) (0x64006400u + 0x00010001u * (OFF))    // fp16 (1024 + OFF, 1024 + OFF), OFF < 1024
+#define F16X2_M1024 0xE400E400u                                // fp16 (-1024, -1024)
+#define F16X2_LO_IN_HI 0x0C000C00u                             // fp16 (2^-12, 2^-12): SPLIT_LO_IN_HI
+// (b, b) as fp16x2 for byte j of w: unsigned (b < 256), resp. signed (the int8 byte, via b ^ 0x80 = b + 128)
+template <int OFF = 0>
+__device__ __forceinline__ uint32_t f16x2_ubyte(uint32_t w, int j) {  // (minus OFF)
+    return h2sub(__byte_perm(w, 0x64646464u, j | 0x40 | (j << 8) | 0x4000), F16X2_BIAS(OFF));
+}
+__device__ __forceinline__ uint32_t f16x2_sbyte(uint32_t w, int j) {
+    return h2sub(__byte_perm(w ^ 0x80808080u, 0x64646464u, j | 0x40 | (j << 8) | 0x4000), F16X2_BIAS(128));
+}
+// (v, v) as fp16x2 of a small non-negative integer v < 1024, minus OFF
+template <int OFF>
+__device__ __forceinline__ uint32_t f16x2_int(uint32_t v) { return h2sub(F16X2_1024 | v | (v << 16), F16X2_BIAS(OFF)); }
+// The pairs of a slice's 8 low nibbles as fp16x2 (1024 + v): nibble_pairs_biased's words on the fp16 base.
+__device__ __forceinline__ void nibble_pairs_f16(uint32_t w, uint32_t p[4]) {
+#pragma unroll
+    for (int k = 0; k < 4; k++) p[k] = and_or<0x000F000Fu>(w >> (4 * k), F16X2_1024);
+}
+// A = v sc from biased pairs p = 1024 + v (OFF = 0): (1024 + v) sc - 1024 sc in one fma, exact while v sc <= 2048
+// (and 1024 sc <= 65504). Registers 0 and 2 hold row g (scale sg), 1 and 3 row g + 8 (s8).
+__device__ __forceinline__ void fold_biased(const uint32_t p[4], uint32_t sg, uint32_t s8, uint32_t a[4]) {
+    const uint32_t cg = h2mul(sg, F16X2_M1024), c8 = h2mul(s8, F16X2_M1024);
+#pragma unroll
+    for (int k = 0; k < 4; k++) a[k] = h2fma(p[k], (k & 1) ? s8 : sg, (k & 1) ? c8 : cg);
+}
+// A = rn(q sc) and e = q sc - A for the wide products (q as fp16x2 values, exact)
+__device__ __forceinline__ void fold_rem(const uint32_t q[4], uint32_t sg, uint32_t s8, uint32_t a[4], uint32_t e[4]) {
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const uint32_t sc = (k & 1) ? s8 : sg;
+        a[k] = h2mul(q[k], sc);
+        e[k] = h2fma(q[k], sc, h2neg(a[k]));  // ptxas folds the negation into the HFMA2's operand
+    }
+}
+// The 6-bit K-quant scale of group j as fp16x2 (sc, sc).
+__device__ __forceinline__ uint32_t k_sc16(const KScales& k, int j) { return f16x2_ubyte(j < 4 ? k.sc_lo : k.sc_hi, j & 3); }
+// A = q sc, exact by construction (Q3_K: |q sc| <= 128)
+__device__ __forceinline__ void fold_mul(const uint32_t q[4], uint32_t sg, uint32_t s8, uint32_t a[4]) {
+#pragma unroll
+    for (int k = 0; k < 4; k++) a[k] = h2mul(q[k], (k & 1) ? s8 : sg);
+}
+// Bytes k of lo and of hi (signed int8) as the fp16x2 pair (lo_k, hi_k): exact.
+__device__ __forceinline__ uint32_t f16x2_sbytes(uint32_t lo, uint32_t hi, int k) {
+    const uint32_t b = __byte_perm(lo ^ 0x80808080u, hi ^ 0x80808080u, k | ((k + 4) << 8));  // lo_k + 128, hi_k + 128
+    return h2sub(and_or<0x00FF00FFu>(b, F16X2_1024), F16X2_BIAS(128));
+}
+
+// IQ4_NL / IQ4_XS codebook values of a slice's 8 indices (nibbles of w) as the fp16 A fragment (iq4_frag's order).
+__device__ __forceinline__ void iq4_frag16(uint32_t w, uint32_t a[4]) {
+    const uint32_t lo = iq4_lookup(w), hi = iq4_lookup(w >> 16);  // byte k: nibble k resp. k + 4
+#pragma unroll
+    for (int k = 0; k < 4; k++) a[k] = f16x2_sbytes(lo, hi, k);
+}
+
 // ---- Formats over a UNIT = 16 rows x 256 values (one super-block column of a tile). Each gives: UNIT bytes,
 // GROUPS scale groups of SPG slices, HAS_MIN (a min term), MIN_MMA (its mins are 6-bit integers: one MMA per unit,
 // else one FMA per group); Raw = one lane's registers of a unit, load(unit, lane, raw);
@@ -213,6 +276,13 @@ struct TQ4_K {
         k_scale_min(k.g, grp, sg, mg);
         k_scale_min(k.g8, grp, s8, m8);
     }
+    static constexpr bool FOLD = true, REM = false;  // q sc <= 945
+    __device__ static void frag16(const Raw& r, const Scales& k, int s, uint32_t a[4], uint32_t*) {
+        uint32_t p[4];
+        nibble_pairs_f16(word_of(r.q[s >> 2], s & 3), p);
+        fold_biased(p, k_sc16(k.g, s >> 1), k_sc16(k.g8, s >> 1), a);
+    }
+    __device__ static void sb_scale(const Raw&, const Scales& k, float& dg, float& d8) { dg = k.g.d, d8 = k.g8.d; }
 };
 
 // Q5_K unit 2816 B: Q4_K's quant words (low 4 bits), then [high bits 512: word (s%4)... of the 16 B at
@@ -239,6 +309,16 @@ struct TQ5_K {
         k_scale_min(k.g, grp, sg, mg);
         k_scale_min(k.g8, grp, s8, m8);
     }
+    static constexpr bool FOLD = true, REM = false;  // q sc <= 31 * 63 = 1953
+    __device__ static void frag16(const Raw& r, const Scales& k, int s, uint32_t a[4], uint32_t*) {
+        uint32_t p[4];
+        nibble_pairs_f16(word_of(r.q[s >> 2], s & 3), p);
+        const uint32_t h = word_of(r.hb, s >> 2);
+#pragma unroll
+        for (int j = 0; j < 4; j++) p[j] = and_or<0x00100010u>(to_bit4(h, 4 * (s & 3) + j), p[j]);
+        fold_biased(p, k_sc16(k.g, s >> 1), k_sc16(k.g8, s >> 1), a);
+    }
+    __device__ static void sb_scale(const Raw&, const Scales& k, float& dg, float& d8) { dg = k.g.d, d8 = k.g8.d; }
 };
 
 // Q6_K unit 3360 B: Q4_K-style quant words of the low 4 bits, then [high 2 bits 1024: word (s/2)%4 of the 16 B at
@@ -275,6 +355,16 @@ struct TQ6_K {
         s8 = k.d8 * sbyte_float(word_of(r.s8, grp >> 2), grp & 3);
         mg = m8 = 0.0f;
     }
+    static constexpr bool FOLD = true, REM = true;  // |q sc| <= 32 * 128 = 4096
+    __device__ static void frag16(const Raw& r, const Scales&, int s, uint32_t a[4], uint32_t e[4]) {
+        uint32_t q[4];
+        nibble_pairs_f16(word_of(r.q[s >> 2], s & 3), q);
+        const uint32_t h = word_of(r.hq[s >> 3], (s >> 1) & 3);
+#pragma unroll
+        for (int k = 0; k < 4; k++) q[k] = h2sub(and_or<0x00300030u>(to_bit4(h, 8 * (s & 1) + 2 * k), q[k]), F16X2_BIAS(32));
+        fold_rem(q, f16x2_sbyte(word_of(r.sg, s >> 2), s & 3), f16x2_sbyte(word_of(r.s8, s >> 2), s & 3), a, e);
+    }
+    __device__ static void sb_scale(const Raw&, const Scales& k, float& dg, float& d8) { dg = k.dg, d8 = k.d8; }
 };
 
 // Q8_0 unit 4352 B: [quants 4096: bytes 8*(s%2) .. +8 of the 16 B at 512*(s/2) + 16*lane = slice s, in the order
@@ -297,20 +387,27 @@ struct TQ8_0 {
         const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
         return *reinterpret_cast<const uint32_t*>(&v);
     }
-    __device__ static void frag(const Raw& r, int s, uint32_t a[4]) {
+    template <uint32_t (*PAIR)(uint32_t, int)>
+    __device__ static void pairs(const Raw& r, int s, uint32_t a[4]) {  // slice s's words as a fragment of PAIR
         const uint4& q = r.q[s >> 1];
         const uint32_t w0 = (s & 1) ? q.z : q.x, w1 = (s & 1) ? q.w : q.y;
-        a[0] = pair(w0, 0);
-        a[1] = pair(w0, 2);
-        a[2] = pair(w1, 0);
-        a[3] = pair(w1, 2);
+        a[0] = PAIR(w0, 0);
+        a[1] = PAIR(w0, 2);
+        a[2] = PAIR(w1, 0);
+        a[3] = PAIR(w1, 2);
     }
+    __device__ static void frag(const Raw& r, int s, uint32_t a[4]) { pairs<pair>(r, s, a); }
     __device__ static void scale(const Raw& r, const Scales&, int grp, float& sg, float& mg, float& s8, float& m8) {
         const uint32_t wg = word_of(r.hg, grp >> 1), w8 = word_of(r.h8, grp >> 1);
         sg = (grp & 1) ? f16_hi(wg) : f16_lo(wg);
         s8 = (grp & 1) ? f16_hi(w8) : f16_lo(w8);
         mg = m8 = 0.0f;
     }
+    static constexpr bool FOLD = false, REM = false;  // the f16 block scales: one FMA per group
+    __device__ static uint32_t pair16(uint32_t w, int first) {  // int8 bytes first, first+1 -> exact fp16x2
+        return h2sub(__byte_perm(w ^ 0x80808080u, 0x64646464u, first | 0x40 | ((first + 1) << 8) | 0x4000), F16X2_BIAS(128));
+    }
+    __device__ static void frag16(const Raw& r, const Scales&, int s, uint32_t a[4], uint32_t*) { pairs<pair16>(r, s, a); }
 };
 
 // 32-value block types (ggml Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL), unit = [nibble words 2048, as Q4_K] [Q5_x: the
@@ -348,6 +445,22 @@ struct TLegacy {
         mg = HAS_M ? -f16_half(word_of(r.mg, grp >> 1), grp & 1) : 0.0f;  // y = d q + m: "minus -m"
         m8 = HAS_M ? -f16_half(word_of(r.m8, grp >> 1), grp & 1) : 0.0f;
     }
+    static constexpr bool FOLD = false, REM = false;  // the f16 block scales: one FMA per group
+    __device__ static void frag16(const Raw& r, const Scales&, int s, uint32_t a[4], uint32_t*) {
+        const uint32_t w = word_of(r.q[s >> 2], s & 3);
+        if (IQ4) {
+            iq4_frag16(w, a);
+            return;
+        }
+        uint32_t p[4];
+        nibble_pairs_f16(w, p);
+        const uint32_t h = FIFTH ? word_of(r.hb, s >> 2) : 0u;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            if (FIFTH) p[k] = and_or<0x00100010u>(to_bit4(h, 4 * (s & 3) + k), p[k]);
+            a[k] = h2sub(p[k], F16X2_BIAS(OFF));
+        }
+    }
 };
 using TQ4_0 = TLegacy<2304, false, false, 8, false>;
 using TQ4_1 = TLegacy<2560, false, true, 0, false>;
@@ -379,6 +492,16 @@ struct TIQ4_XS {
         s8 = k.d8 * ls(r.h8, grp);
         mg = m8 = 0.0f;
     }
+    static constexpr bool FOLD = true, REM = true;  // |kvalue (ls - 32)| <= 127 * 32 = 4064
+    __device__ static uint32_t ls16(const uint2& h, int grp) {  // (ls - 32, ls - 32) as fp16x2
+        return f16x2_int<32>(((h.y >> (4 * grp)) & 0xF) | (((h.x >> (16 + 2 * grp)) & 3) << 4));
+    }
+    __device__ static void frag16(const Raw& r, const Scales&, int s, uint32_t a[4], uint32_t e[4]) {
+        uint32_t q[4];
+        iq4_frag16(word_of(r.q[s >> 2], s & 3), q);
+        fold_rem(q, ls16(r.hg, s >> 1), ls16(r.h8, s >> 1), a, e);
+    }
+    __device__ static void sb_scale(const Raw&, const Scales& k, float& dg, float& d8) { dg = k.dg, d8 = k.d8; }
 };
 
 // Q2_K unit 1344 B: [2-bit words 1024: word (s/2)%4 of the 16 B at 512 (s/8) + 16 lane holds slices s & ~1 and
@@ -413,6 +536,16 @@ struct TQ2_K {
         s8 = k.d8 * small_float(b8 & 0xF);
         m8 = k.dmin8 * small_float(b8 >> 4);
     }
+    static constexpr bool FOLD = true, REM = false;  // q sc <= 3 * 15
+    __device__ static void frag16(const Raw& r, const Scales&, int s, uint32_t a[4], uint32_t*) {
+        const uint32_t w = word_of(r.q[s >> 3], (s >> 1) & 3);
+        uint32_t p[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) p[k] = and_or<0x00030003u>(w >> (8 * (s & 1) + 2 * k), F16X2_1024);
+        const uint32_t bg = (word_of(r.sg, s >> 2) >> (8 * (s & 3))) & 0xF, b8 = (word_of(r.s8, s >> 2) >> (8 * (s & 3))) & 0xF;
+        fold_biased(p, f16x2_int<0>(bg), f16x2_int<0>(b8), a);
+    }
+    __device__ static void sb_scale(const Raw&, const Scales& k, float& dg, float& d8) { dg = k.d, d8 = k.d8; }
 };
 
 // Q3_K unit 1760 B: [2-bit words 1024, as Q2_K] [bit 2 512: as Q5_K's 5th bits] [scales 192: row r's 12 GGUF
@@ -456,6 +589,18 @@ struct TQ3_K {
         s8 = k.d8 * (byte_float(k.g8[grp >> 2], grp & 3) - 32.0f);
         mg = m8 = 0.0f;
     }
+    static constexpr bool FOLD = true, REM = false;  // |(v - 4) (sc - 32)| <= 4 * 32
+    __device__ static void frag16(const Raw& r, const Scales& k, int s, uint32_t a[4], uint32_t*) {
+        const uint32_t w = word_of(r.q[s >> 3], (s >> 1) & 3), h = word_of(r.hb, s >> 2);
+        uint32_t q[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const uint32_t c = and_or<0x00030003u>(w >> (8 * (s & 1) + 2 * j), F16X2_1024);
+            q[j] = h2sub(and_or<0x00040004u>(to_bit(h, 4 * (s & 3) + j, 2), c), F16X2_BIAS(4));
+        }
+        fold_mul(q, f16x2_ubyte<32>(k.g[s >> 2], s & 3), f16x2_ubyte<32>(k.g8[s >> 2], s & 3), a);
+    }
+    __device__ static void sb_scale(const Raw&, const Scales& k, float& dg, float& d8) { dg = k.dg, d8 = k.d8; }
 };
 
 // The x sum of a scale group of SPG slices (SPG = 1 or 2), added in slice order.
@@ -464,6 +609,42 @@ __device__ __forceinline__ float group_sum(const float* p) {
     if (SPG == 1) return *p;
     const float2 v = *reinterpret_cast<const float2*>(p);
     return v.x + v.y;
+}
+
+// The arithmetic every GEMV and the GEMM share per super-block (mma_warp, gemm_body), on one C fragment
+// (elements 0, 1: row g; 2, 3: row g + 8):
+// folded formats: acc = (2^4 d) (Ph + 2^-12 Pl), the two chains' sums of the super-block;
+__device__ __forceinline__ float sb_joined(float ph, float pl, float d256) { return d256 * fmaf(pl, SPLIT_LO_IN_HI, ph); }
+template <int N>
+__device__ __forceinline__ void sb_join(const float (&Ph)[N][4], const float (&Pl)[N][4], float dg, float d8,
+                                        float (&acc)[N][4]) {
+    dg *= 1.0f / SPLIT_HI_SCALE, d8 *= 1.0f / SPLIT_HI_SCALE;
+#pragma unroll
+    for (int n = 0; n < N; n++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[n][i] = sb_joined(Ph[n][i], Pl[n][i], i < 2 ? dg : d8);
+}
+// the others, per scale group: acc += (2^4 scale) P, P the group's chain over both terms (the lo term through
+// A 2^-12: lo_frag, exact as |A| >= 1 stays a normal fp16);
+__device__ __forceinline__ void lo_frag(const uint32_t a[4], uint32_t al[4]) {
+#pragma unroll
+    for (int k = 0; k < 4; k++) al[k] = h2mul(a[k], F16X2_LO_IN_HI);
+}
+__device__ __forceinline__ void group_fma(const float P[4], float sg, float s8, float acc[4]) {
+    sg *= 1.0f / SPLIT_HI_SCALE, s8 *= 1.0f / SPLIT_HI_SCALE;
+    acc[0] = fmaf(sg, P[0], acc[0]);
+    acc[1] = fmaf(sg, P[1], acc[1]);
+    acc[2] = fmaf(s8, P[2], acc[2]);
+    acc[3] = fmaf(s8, P[3], acc[3]);
+}
+// the min term of a group by FMA (Q2_K, Q4_1, Q5_1): acc -= min * (the group's x sums of the fragment's two tokens).
+template <int SPG>
+__device__ __forceinline__ void min_fma(const float* s0, const float* s1, float mg, float m8, float acc[4]) {
+    const float X0 = group_sum<SPG>(s0), X1 = group_sum<SPG>(s1);
+    acc[0] = fmaf(-mg, X0, acc[0]);
+    acc[1] = fmaf(-mg, X1, acc[1]);
+    acc[2] = fmaf(-m8, X0, acc[2]);
+    acc[3] = fmaf(-m8, X1, acc[3]);
 }
 
 // acc -= dmin * sum_k m_k X_k for the unit: one MMA per x-sum term (hi, mid, lo) per token tile.
@@ -600,33 +781,66 @@ __device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int p
         }
         typename F::Scales scales;
         F::unpack(raw, scales);
+        if constexpr (F::FOLD) {  // one chain per term over the super-block's 16 slices, then d once
+            float Ph[NT][4], Pl[NT][4];
 #pragma unroll
-        for (int grp = 0; grp < F::GROUPS; grp++) {
-            uint32_t a[F::SPG][4];  // the group's A fragments, dequantized once for all token tiles
+            for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-            for (int si = 0; si < F::SPG; si++) F::frag(raw, grp * F::SPG + si, a[si]);
-            float sg, mg, s8, m8;
-            F::scale(raw, scales, grp, sg, mg, s8, m8);
+                for (int i = 0; i < 4; i++) Ph[nt][i] = Pl[nt][i] = 0.0f;
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                float P[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (int s = 0; s < 16; s++) {
+                uint32_t a[4], e[4];  // the slice's A fragment (and remainder), dequantized once for all token tiles
+                F::frag16(raw, scales, s, a, e);
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) {
+                    const uint4 xv = xrow[nt][64 * du + 4 * s];
+                    mma_f16(Pl[nt], a, xv.z, xv.w);
+                    mma_f16(Ph[nt], a, xv.x, xv.y);
+                    if (F::REM) mma_f16(Ph[nt], e, xv.x, xv.y);
+                }
+            }
+            float dg, d8;
+            F::sb_scale(raw, scales, dg, d8);
+            sb_join(Ph, Pl, dg, d8, acc);
+            if (F::HAS_MIN && !MIN_BY_MMA) {  // minus min * (sum of x over the group), group by group
+#pragma unroll
+                for (int grp = 0; grp < F::GROUPS; grp++) {
+                    float sg, mg, s8, m8;
+                    F::scale(raw, scales, grp, sg, mg, s8, m8);
+#pragma unroll
+                    for (int nt = 0; nt < NT; nt++)
+                        min_fma<F::SPG>(srow[nt][0] + 16 * du + F::SPG * grp, srow[nt][1] + 16 * du + F::SPG * grp, mg,
+                                        m8, acc[nt]);
+                }
+            }
+        } else {  // a chain per scale group (both terms: lo times A 2^-12), its float scale by one FMA
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) acc[nt][i] = 0.0f;
+#pragma unroll
+            for (int grp = 0; grp < F::GROUPS; grp++) {
+                uint32_t a[F::SPG][4], al[F::SPG][4];  // the group's A fragments, dequantized once for all token tiles
 #pragma unroll
                 for (int si = 0; si < F::SPG; si++) {
-                    const uint4 xv = xrow[nt][64 * du + 4 * (grp * F::SPG + si)];
-                    mma_bf16(P, a[si], xv.z, xv.w);  // lo terms first (the smaller magnitudes)
-                    mma_bf16(P, a[si], xv.x, xv.y);
+                    F::frag16(raw, scales, grp * F::SPG + si, a[si], nullptr);
+                    lo_frag(a[si], al[si]);
                 }
-                acc[nt][0] = fmaf(sg, P[0], acc[nt][0]);
-                acc[nt][1] = fmaf(sg, P[1], acc[nt][1]);
-                acc[nt][2] = fmaf(s8, P[2], acc[nt][2]);
-                acc[nt][3] = fmaf(s8, P[3], acc[nt][3]);
-                if (F::HAS_MIN && !MIN_BY_MMA) {  // minus min * (sum of x over the group)
-                    const float X0 = group_sum<F::SPG>(srow[nt][0] + 16 * du + F::SPG * grp);
-                    const float X1 = group_sum<F::SPG>(srow[nt][1] + 16 * du + F::SPG * grp);
-                    acc[nt][0] = fmaf(-mg, X0, acc[nt][0]);
-                    acc[nt][1] = fmaf(-mg, X1, acc[nt][1]);
-                    acc[nt][2] = fmaf(-m8, X0, acc[nt][2]);
-                    acc[nt][3] = fmaf(-m8, X1, acc[nt][3]);
+                float sg, mg, s8, m8;
+                F::scale(raw, scales, grp, sg, mg, s8, m8);
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) {
+                    float P[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+                    for (int si = 0; si < F::SPG; si++) {
+                        const uint4 xv = xrow[nt][64 * du + 4 * (grp * F::SPG + si)];
+                        mma_f16(P, al[si], xv.z, xv.w);  // lo terms first (the smaller magnitudes)
+                        mma_f16(P, a[si], xv.x, xv.y);
+                    }
+                    group_fma(P, sg, s8, acc[nt]);
+                    if (F::HAS_MIN)
+                        min_fma<F::SPG>(srow[nt][0] + 16 * du + F::SPG * grp, srow[nt][1] + 16 * du + F::SPG * grp, mg,
+                                        m8, acc[nt]);
                 }
             }
         }

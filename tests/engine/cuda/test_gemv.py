@@ -16,10 +16,11 @@ from .quantdata import random_weight
 
 pytestmark = pytest.mark.parametrize("gpu", BACKENDS, indirect=True)  # on the GPU and on the host simulator
 
-# Integer-quant types (tensor cores, ptx/mma.cuh): activations enter as bf16 hi + lo (<= 2^-16 relative per
-# value, ~3e-6 normwise on random data) plus float32 sums; float types: float32 FMA over the same split
+# Integer-quant types (tensor cores, ptx/mma.cuh): activations enter as fp16 2^4 hi + 2^-8 lo (<= 2^-22 relative
+# per value, ~5e-8 normwise on random data) plus float32 sums; float types: float32 FMA over the same split
 # activations. 1e-5 leaves room and still fails any wrong index, scale, min or nibble (errors of order 1).
 GEMV_REL_TOL = 1e-5
+SPLIT_REL_TOL = 1e-6  # the fp16 split's own precision per row, the tensor cores' rounding left out (the simulator)
 ROW_COUNTS = list(range(1, 65)) + [65, 100, 129, 256]  # every decode step size, then prefill chunks (passes)
 # On the host simulator: every kind of launch (token tiles 1, 2, 4, their edges, the GEMM from GEMM_MIN_ROWS rows,
 # two passes) on fewer rows and tiles: the GPU's sizes take hours on 2 cores.
@@ -51,6 +52,8 @@ def test_split_rows_kernel_writes_the_host_split_bits(gpu):
     rng = np.random.default_rng()
     m, n = 7, 2560
     x = (rng.standard_normal((m, n)) * rng.uniform(1e-3, 1e3, (m, 1))).astype(np.float32)
+    x[0] *= np.float32(1e-4)  # hi subnormal (|x| < 2^-10) or zero: lo carries the value
+    x[1, :64] = np.float32(2.0**18) * rng.uniform(-1.99, 1.99, 64)  # the top binade of the range (|x| < 2^19)
     out = gpu.split_buffer(m, n)
     gpu.run(gpu.kt.split_rows(m=m, x=int(gpu.put(x)), out=out))
     xs, xsum = gpu.get_split(out, m)
@@ -81,6 +84,33 @@ def test_gemv_matches_dequantized_float64_matmul(gpu, qtype):
         err = np.linalg.norm(got - ref) / np.linalg.norm(ref)
         assert np.isfinite(got).all(), f"{qtype}: unwritten or NaN output"
         assert err < GEMV_REL_TOL, f"{qtype} {n_out}x{n_in} m={m}: relative error {err:.2e}"
+
+
+@pytest.mark.parametrize("qtype", MMA_TYPES)
+def test_gemv_keeps_its_precision_at_every_activation_scale(gpu, qtype, monkeypatch):
+    """Rows of x scaled from 1e-4 to 1e5 (the split's hi term subnormal at the small end, near its top at the
+    large one): each row's output within the tolerance of its own float64 product, through the GEMV (m = 1) and
+    the GEMM (m = 64). In the simulator, whose MMAs add exactly, within the split's own precision (SPLIT_REL_TOL:
+    22 bits; 2^-33 absolute where hi is subnormal), which a 16-bit split misses by 5x."""
+    monkeypatch.setattr(kernels, "GEMM_DECODE_MIN_UNITS", 0)
+    rng = np.random.default_rng()
+    n_out, n_in, m = 64, 1024, 64
+    w, deq = _weight(gpu, qtype, n_out, n_in, rng)
+    scales = 10.0 ** np.linspace(-4, 5, m)
+    x = (rng.standard_normal((m, n_in)) * scales[:, None]).astype(np.float32)
+    ref = x.astype(np.float64) @ deq.astype(np.float64).T
+    for rows in (1, m):
+        got = np.empty((m, n_out), np.float32)
+        for r0 in range(0, m, rows):
+            y = gpu.poisoned((rows, n_out))
+            gpu.run(_gemv(gpu, qtype, w, gpu.put_split(x[r0 : r0 + rows]), y, n_out, rows))
+            got[r0 : r0 + rows] = gpu.get(y, (rows, n_out))
+        err = np.linalg.norm(got - ref, axis=1) / np.linalg.norm(ref, axis=1)
+        tol = np.where(scales < 1e-3, 5 * SPLIT_REL_TOL, SPLIT_REL_TOL) if gpu.simulated else np.full(m, GEMV_REL_TOL)
+        worst = int((err / tol).argmax())
+        assert np.isfinite(got).all() and err[worst] < tol[worst], (
+            f"{qtype} m={rows}: row {worst} (x scale {scales[worst]:.0e}) relative error {err[worst]:.2e}"
+        )
 
 
 @pytest.mark.parametrize("qtype", GEMV_TYPES)

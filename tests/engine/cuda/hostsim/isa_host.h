@@ -101,6 +101,22 @@ inline void sim_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
     __syncwarp();
 }
 inline void mma_bf16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) { sim_mma<sim_bf16>(c, a, b0, b1); }
+inline void mma_f16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) { sim_mma<sim_f16>(c, a, b0, b1); }
+
+// fp16x2, each half computed in double and rounded once to fp16 (exact before the rounding for sub and mul, and
+// for fma wherever its exact value fits 53 bits: every use in mma.cuh, whose operands are small integers and
+// fp16 scales).
+template <class Op>
+inline uint32_t sim_f16x2(uint32_t a, uint32_t b, uint32_t c, Op op) {
+    auto h = [](uint32_t w, int i) { return half_value((uint16_t)(i ? w >> 16 : w & 0xFFFF)); };
+    return (uint32_t)half_rn(op(h(a, 1), h(b, 1), h(c, 1))) << 16 | half_rn(op(h(a, 0), h(b, 0), h(c, 0)));
+}
+inline uint32_t h2fma(uint32_t a, uint32_t b, uint32_t c) {
+    return sim_f16x2(a, b, c, [](double x, double y, double z) { return std::fma(x, y, z); });
+}
+inline uint32_t h2sub(uint32_t a, uint32_t b) { return sim_f16x2(a, b, 0, [](double x, double y, double) { return x - y; }); }
+inline uint32_t h2mul(uint32_t a, uint32_t b) { return sim_f16x2(a, b, 0, [](double x, double y, double) { return x * y; }); }
+inline uint32_t h2neg(uint32_t a) { return a ^ 0x80008000u; }
 
 // The counters' atomics are plain adds (one OS thread); clusters run their blocks together (block.h).
 inline int arrive_release_acquire(int* counter) { return atomicAdd(counter, 1); }
@@ -184,6 +200,10 @@ inline void wgmma_wait() {
     mine.erase(mine.begin(), mine.begin() + (long)done);
 }
 template <int ACC>
-inline void wgmma64(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {
+inline void wgmma64(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {  // fp16: the x products
+    sim_wgmma64<sim_f16, ACC>(d, a, desc);
+}
+template <int ACC>
+inline void wgmma64_bf16(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {  // bf16: the min product
     sim_wgmma64<sim_bf16, ACC>(d, a, desc);
 }
