@@ -85,15 +85,19 @@ def device_attribute(name: str) -> int:
     return int(check(cu.cuDeviceGetAttribute(attr, _primary["dev"]), "cuDeviceGetAttribute"))
 
 
+def ptx_path(stem: str) -> Path:
+    """<stem>.ptx from the first directory of $QTUI_PTX_DIR that holds it, else ptx/<stem>.ptx (load_module)."""
+    search = [Path(d) / f"{stem}.ptx" for d in os.environ.get("QTUI_PTX_DIR", "").split(os.pathsep) if d]
+    return next((p for p in search if p.exists()), PTX_DIR / f"{stem}.ptx")
+
+
 def load_module(stem: str) -> Any:
-    """Load ptx/<stem>.ptx (JIT for this GPU), or <stem>.ptx from $QTUI_PTX_DIR when that file exists there
-    (kernel experiments: variants built elsewhere, same entry points). On failure the CudaError carries the JIT
-    error log."""
+    """Load ptx/<stem>.ptx (JIT for this GPU), or <stem>.ptx from the first directory of $QTUI_PTX_DIR (a search
+    path, os.pathsep between directories) that holds it (kernel experiments: variants built elsewhere, same entry
+    points; a variant of a few modules can sit in front of a whole build). On failure the CudaError carries the
+    JIT error log."""
     cu = _cu()
-    variant_dir = os.environ.get("QTUI_PTX_DIR")
-    variant = Path(variant_dir) / f"{stem}.ptx" if variant_dir else None
-    path = variant if variant is not None and variant.exists() else PTX_DIR / f"{stem}.ptx"
-    image = path.read_bytes() + b"\0"
+    image = ptx_path(stem).read_bytes() + b"\0"
     log = bytearray(8192)
     opts = [cu.CUjit_option.CU_JIT_ERROR_LOG_BUFFER, cu.CUjit_option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES]
     err, module = cu.cuModuleLoadDataEx(image, 2, opts, [log, len(log)])

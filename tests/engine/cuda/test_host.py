@@ -4,6 +4,7 @@ argument packing, token tiles and the shape-only K split, the weight-type table.
 from __future__ import annotations
 
 import math
+import os
 
 import gguf
 import numpy as np
@@ -54,6 +55,20 @@ def test_cuda_available_never_raises_and_engine_refuses_without_driver(tiny_gguf
 
     with pytest.raises(EngineUnavailable):
         CudaEngine(GGUFModel.open(tiny_gguf), max_slots=1, max_context=16, progress=False)
+
+
+def test_ptx_variants_are_searched_in_order_and_fall_back_to_the_committed_build(tmp_path, monkeypatch):
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    whole.mkdir(), part.mkdir()
+    for d in (whole, part):
+        (d / "gemv_q4_k.ptx").write_text(d.name)
+    (whole / "norms.ptx").write_text("whole")
+    monkeypatch.setenv("QTUI_PTX_DIR", os.pathsep.join([str(part), str(whole)]))
+    assert drv.ptx_path("gemv_q4_k") == part / "gemv_q4_k.ptx"  # the first directory wins
+    assert drv.ptx_path("norms") == whole / "norms.ptx"  # then the next
+    assert drv.ptx_path("sampling") == drv.PTX_DIR / "sampling.ptx"  # then ptx/
+    monkeypatch.delenv("QTUI_PTX_DIR")
+    assert drv.ptx_path("gemv_q4_k") == drv.PTX_DIR / "gemv_q4_k.ptx"
 
 
 def test_kernel_prepacks_one_cell_per_argument():
