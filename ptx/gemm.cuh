@@ -183,8 +183,25 @@ __device__ __forceinline__ void slab_fold(const float* base, int n, float (&v)[8
 }
 
 // Bottleneck probes (timing only, wrong sums; tests/engine/cuda/probe/gemm_bottleneck.sh): GEMM_PROBE_X_ONCE
-// streams each stage's x chunk once (later uses reuse it), GEMM_PROBE_W_ONCE likewise the weight units. Compiled
-// out here.
+// streams each stage's x chunk once (later uses reuse it), GEMM_PROBE_W_ONCE likewise the weight units; in the folded
+// formats' unit GEMM_PROBE_NO_FRAG feeds the MMAs constant fragments and GEMM_PROBE_SS_A reads A from shared memory
+// (below). Each keeps every MMA's result live: a probe whose MMA results are dead times nothing (ptxas turns such
+// wgmmas into operand-less HGMMA.64x8x16, PERF.md). Compiled out here.
+#ifdef GEMM_PROBE_SS_A
+// (a probe, GEMM_PROBE_SS_A: the folded formats' wgmmas read A from shared memory, a descriptor, instead of registers;
+// no fragments are built. What would the register-A form's issue cost be? Timing only.)
+__device__ __forceinline__ void probe_wgmma64_ss(float (&d)[32], uint64_t da, uint64_t db, bool acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16"
+                 " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,"
+                 "%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "l"(da), "l"(db), "r"((int)acc));
+}
+#endif
 // A timeline probe (tests/engine/cuda/probe/gemm_trace.py builds the kernels with -DGEMM_TRACE): thread 0 of
 // each block writes the global timer at marks 0..5 of gemm_body (entry, after pdl_wait, first stage in, range
 // done, cut parts settled, cut groups settled: warp 0's) and, at 6, its units and which folds it did (warp 0's); at
@@ -346,8 +363,22 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
             for (int s2 = 0; s2 < 16; s2 += 2) {
                 uint32_t a[2][4], e[2][4];
 #pragma unroll
+#ifdef GEMM_PROBE_NO_FRAG
+                for (int si = 0; si < 2; si++)
+                    for (int i = 0; i < 4; i++) a[si][i] = e[si][i] = 0x3C003C00u ^ (uint32_t)(lane + s2 + si + i);
+#else
                 for (int si = 0; si < 2; si++) F::frag16(raw, scales, s2 + si, a[si], e[si]);
+#endif
                 wgmma_fence();  // a[], e[] were written by ordinary instructions
+#ifdef GEMM_PROBE_SS_A
+                for (int si = 0; si < 2; si++) {
+                    const uint64_t lo = gx_desc_add(dx, GX_MAT * (2 * (s2 + si))), hi = gx_desc_add(dx, GX_MAT * (2 * (s2 + si) + 1));
+                    probe_wgmma64_ss(P[1], hi, lo, s2 + si != 0);  // A: another matrix of the stage
+                    probe_wgmma64_ss(P[0], lo, hi, s2 + si != 0);
+                    if (F::REM) probe_wgmma64_ss(P[0], hi, hi, true);
+                }
+                if (false)
+#endif
 #pragma unroll
                 for (int si = 0; si < 2; si++) {
                     const uint64_t lo = gx_desc_add(dx, GX_MAT * (2 * (s2 + si))), hi = gx_desc_add(dx, GX_MAT * (2 * (s2 + si) + 1));
