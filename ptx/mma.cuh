@@ -355,16 +355,16 @@ struct TQ6_K {
         s8 = k.d8 * sbyte_float(word_of(r.s8, grp >> 2), grp & 3);
         mg = m8 = 0.0f;
     }
-    // |q sc| reaches 32 * 128 = 4096, past fp16's exact integers: folded, each slice would need a third k16 step
-    // (the remainder), which made the m = 1 GEMV 9 % slower; so a chain per 16-value group and sc d by one FMA
-    static constexpr bool FOLD = false, REM = false;
-    __device__ static void frag16(const Raw& r, const Scales&, int s, uint32_t a[4], uint32_t*) {
+    static constexpr bool FOLD = true, REM = true;  // |q sc| <= 32 * 128 = 4096
+    __device__ static void frag16(const Raw& r, const Scales&, int s, uint32_t a[4], uint32_t e[4]) {
         uint32_t q[4];
         nibble_pairs_f16(word_of(r.q[s >> 2], s & 3), q);
         const uint32_t h = word_of(r.hq[s >> 3], (s >> 1) & 3);
 #pragma unroll
-        for (int k = 0; k < 4; k++) a[k] = h2sub(and_or<0x00300030u>(to_bit4(h, 8 * (s & 1) + 2 * k), q[k]), F16X2_BIAS(32));
+        for (int k = 0; k < 4; k++) q[k] = h2sub(and_or<0x00300030u>(to_bit4(h, 8 * (s & 1) + 2 * k), q[k]), F16X2_BIAS(32));
+        fold_rem(q, f16x2_sbyte(word_of(r.sg, s >> 2), s & 3), f16x2_sbyte(word_of(r.s8, s >> 2), s & 3), a, e);
     }
+    __device__ static void sb_scale(const Raw&, const Scales& k, float& dg, float& d8) { dg = k.dg, d8 = k.d8; }
 };
 
 // Q8_0 unit 4352 B: [quants 4096: bytes 8*(s%2) .. +8 of the 16 B at 512*(s/2) + 16*lane = slice s, in the order
