@@ -2,7 +2,7 @@
 //   y[r][o] = (res ? res[r][o] : 0) + sum_k W[o][k] * x[r][k].
 // (The integer-quant types run the tensor-core kernels of mma.cuh.)
 //
-// W: [n_out rows][row_bytes] raw rows, x: the split format of split.cuh (each value hi + lo), y/res: [rows][n_out]
+// W: [n_out rows][row_bytes] raw rows, x: the split format of split.cuh (each value 2^4 hi + 2^-8 lo), y/res: [rows][n_out]
 // float32. n_in must be a multiple of 256: a row is cut into "units" of 256 values; each of the 32 lanes of a
 // warp takes 8 values of a unit. Tokens come in groups of M <= 16 rows, group grid.y at rows 16*grid.y.
 //

@@ -4,11 +4,13 @@
 // format of split.cuh:
 //     y[tok][o] = (res ? res[tok][o] : 0) + sum_k W[o][k] * x[tok][k]        for tok < m
 //
-// mma.sync m16n8k16 (bf16 in, float32 accumulate): A = 16 weight rows x 16 k (one "slice"), B = 16 k x 8 tokens.
-// * Weights enter the MMA as the block's small INTEGER quants (exact in bf16: (0x4300 | v) - bias); the float32
-//   scale (and min) of each scale group is applied to the group's partial sum on the CUDA cores:
-//     sum_k w x = sum_groups ( d*sc * sum_g q x  -  dmin*m * sum_g x ),   sum_g x read from the split format.
-// * Activations enter as two bf16 terms x = hi + lo (split.cuh), lo first, through the same A fragment.
+// mma.sync m16n8k16 (fp16 in, float32 accumulate): A = 16 weight rows x 16 k (one "slice"), B = 16 k x 8 tokens.
+// * Weights enter the MMA as exact small INTEGERS in fp16. The "folded" formats (FOLD below: Q4_K, Q5_K, Q6_K,
+//   Q2_K, Q3_K, IQ4_XS) carry their integer sub-scale in A (q * sc), so one chain per term runs over the whole
+//   super-block and the float factor d is applied once; the float-scale formats (Q8_0, Q4_0 ...) apply their
+//   group scale to the group's partial sum by one FMA. The min term uses the split format's slice sums:
+//     sum_k w x = d * sum_k (q sc) x  -  dmin * sum_groups m * sum_g x.
+// * Activations enter as two fp16 terms x = 2^4 hi + 2^-8 lo (split.cuh), through the same A fragment.
 // * Fragment convention (one slice, lane = 4g + t): the lane holds rows g and g + 8 at k = 4t .. 4t + 3
 //   (values v0..v3) with a0 = row g (v0, v2), a1 = row g+8 (v0, v2), a2 = row g (v1, v3), a3 = row g+8 (v1, v3);
 //   B = split quad 4t of the slice for token g: b0 = (v0, v2), b1 = (v1, v3). repack.py writes the quants so
