@@ -1,0 +1,68 @@
+"""On the GPU: the 64-token GEMM's Q4_K unit rebuilt from the MMA skeleton up, piece by piece (gemm_unit_bisect.cu;
+not a test: a reading aid for ptx/PERF.md). Prints, per combination of the kernel's pieces, the clock cycles per
+m64n64k16 step per SM (70 steps per unit and SM: two warpgroups x 35; 32 at the tensor cores' dense rate) and the
+unit's time. gemm_body's own unit reads ~60 cycles a step, the skeleton of wgmma_rate.cu 38.
+
+    cd tests/engine/cuda/probe && nvcc -ptx -arch=sm_90a -O3 -std=c++17 gemm_unit_bisect.cu -o gemm_unit_bisect.ptx
+    python3 tests/engine/cuda/probe/gemm_unit_bisect.py [units per block]
+"""
+
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from qtui.engine.cuda import driver as drv
+
+HERE = Path(__file__).resolve().parent
+PIECES = ["STAGE", "BMOVE", "RAW", "FRAG", "WAITS", "MIN", "EPI"]  # bit i of the kernel's number
+UNIT_BYTES, GX_MAT = 2304, 2048  # ptx/mma.cuh TQ4_K::UNIT, ptx/gemm.cuh GX_MAT
+GX_CHUNK = 35 * GX_MAT + 64 * 16 * 4  # ptx/gemm.cuh GX_CHUNK
+STAGE_BYTES = -(-(35 * GX_MAT + 8 * UNIT_BYTES) // 128) * 128  # GemmStage<TQ4_K>::BYTES
+
+
+def main() -> int:
+    from cuda.bindings import driver as cu
+
+    drv.primary_context()
+    print(drv.device_name())
+    sms = drv.device_attribute("CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT")
+    clock_khz = drv.device_attribute("CU_DEVICE_ATTRIBUTE_CLOCK_RATE")
+    text = (HERE / "gemm_unit_bisect.ptx").read_text()
+    mod = drv.check(cu.cuModuleLoadData(text.encode() + b"\0"), "load")
+    names = re.findall(r"\.entry (unit_p\d+)\(", text)
+    rng = np.random.default_rng(7)
+    stream = drv.new_stream()
+    w = drv.DeviceBuffer(16 * 8 * UNIT_BYTES)
+    w.upload(rng.integers(0, 256, 16 * 8 * UNIT_BYTES, dtype=np.uint8), stream)
+    gx = drv.DeviceBuffer(8 * GX_CHUNK)  # fp16 values in [1, 2) (and bf16 / float words of the same bits: finite)
+    gx.upload((0x3C00 | rng.integers(0, 0x3FF, 8 * GX_CHUNK // 2)).astype(np.uint16), stream)
+    out = drv.DeviceBuffer(sms * 256 * 4)
+    units = int(sys.argv[1]) if len(sys.argv) > 1 else 400
+    smem = 2 * STAGE_BYTES + 128
+    print(f"{sms} SMs, max clock {clock_khz / 1e6:.2f} GHz; {units} units per block, {smem} B of shared memory")
+    print(f"{'kernel':10} {'pieces':38} {'cyc/step/SM':>11} {'us/unit':>8}")
+    for name in names:
+        bits = int(name[len("unit_p") :])
+        fn = drv.check(cu.cuModuleGetFunction(mod, name.encode()), name)
+        attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        drv.check(cu.cuFuncSetAttribute(fn, attr, smem), "smem")
+        args = [(int(w), np.uint64), (int(gx), np.uint64), (units, np.int32), (int(out), np.uint64)]
+        site = drv.Kernel(fn, name, (sms, 1, 1), 256, args, shmem=smem, pdl=False)
+        site.launch(stream)
+        drv.sync(stream)
+        t0, t1 = drv.Event(), drv.Event()
+        t0.record(stream)
+        site.launch(stream)
+        t1.record(stream)
+        t1.synchronize()
+        s = t1.elapsed_ms(t0) / 1e3
+        cyc = s * clock_khz * 1e3 / (units * 70)
+        pieces = "+".join(p for i, p in enumerate(PIECES) if bits >> i & 1) or "(skeleton)"
+        print(f"{name:10} {pieces:38} {cyc:11.1f} {s / units * 1e6:8.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
