@@ -3,20 +3,21 @@
 // activations as the B operand in shared memory, staged there by bulk copies.
 //
 // Same bits as the GEMV (mma.cuh), by construction and by measurement:
-// * per output element the arithmetic is mma_warp's: for each scale group P = the chain lo s0, hi s0 (, lo s1,
-//   hi s1) of k16 steps from zero, then acc = fmaf(scale, P, acc) (and the min term, by three more k16 steps or
-//   one FMA per group), each super-block from zero; the super-block sums of a K part added in order, the parts'
-//   sums in the order 0..B-1;
+// * per output element the arithmetic is mma_warp's: a folded format (F::FOLD) runs one chain of k16 steps per
+//   activation term (hi, lo) over the super-block's 16 slices and joins them with the float factor d once
+//   (sb_joined); a float-scale format runs a chain per scale group (lo times A 2^-12, then hi) and applies the
+//   group's scale by one FMA; then the min term (three bf16 k16 steps, or one FMA per group); each super-block
+//   from zero; the super-block sums of a K part added in order, the parts' sums in the order 0..B-1;
 // * one wgmma k16 step gives the same float as one mma.sync m16n8k16 step for every element (A from registers,
-//   B from shared memory; 37 M random elements, chains of 4, N = 8 and 64:
-//   tests/witness/gpu-2026-12-04-wgmma-probe.txt), and the k order inside a step is the fragments' own (the
-//   staged B rows hold the quads' words in the A fragment's k order, below).
+//   B from shared memory; bf16 and fp16 with subnormals, N = 8 and 64: tests/witness/gpu-2026-12-04-wgmma-probe.txt,
+//   gpu-2026-12-05-f16-split-ab82cb2-h100.txt), and the k order inside a step is the fragments' own (the staged B
+//   rows hold the quads' words in the A fragment's k order, below).
 //
 // Block = two warpgroups = 8 warps, each warp one 16-row tile as in mma_group (a warpgroup's wgmma covers its
 // four warps' tiles: 64 rows), 64 tokens (NT = 8 in the GEMV's terms). One block per SM walks an equal share of
 // the launch's (pass, tile group, super-block) units (GemmWork). Per unit a stage of shared memory holds the
 // pass's staged x (a prefix of GX_CHUNK, one bulk copy) and the 8 warps' weight units (a bulk copy each);
-// GEMM_STAGES stages in flight. The scale FMAs of group q run while group q + 1's wgmmas are in flight.
+// GEMM_STAGES stages in flight. A float-scale format's FMAs of group q run while group q + 1's wgmmas are in flight.
 #pragma once
 #include "mma.cuh"
 
@@ -34,7 +35,7 @@
 //   [0, 32 GX_MAT)       the x matrices: slice s, term (0 lo, 1 hi) at GX_MAT (2 s + term);
 //   [GX_MIN, +3 GX_MAT)  the B of the min product (lo, mid, hi terms of the 8 group sums; k 8..15 zero);
 //   [GX_SUM, +4096)      [64 tokens][16] float slice sums (the FMA min term of Q2_K, Q4_1, Q5_1).
-// A matrix is 64 tokens x k16 bf16 without swizzle: token n, k half h at 128 h + 256 (n / 8) + 16 (n % 8) (the
+// A matrix is 64 tokens x k16 fp16 (the min product's: bf16) without swizzle: token n, k half h at 128 h + 256 (n / 8) + 16 (n % 8) (the
 // wgmma descriptor's leading byte offset 128, stride byte offset 256). k half 0 holds the four b0 words of a
 // slice (quads 0..3 word x resp. z: values (v0, v2) of each quad), half 1 the b1 words (y resp. w): the k
 // order of mma_warp's B fragment.
