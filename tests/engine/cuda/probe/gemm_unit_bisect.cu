@@ -11,6 +11,7 @@
 //   MIN    the min term's three bf16 k16 steps and FMAs
 //   EPI    the super-block join (sb_joined) into acc, and acc into the part sum `run` (else P accumulates on)
 // Every MMA's result is read (a dead one is emptied by ptxas: PERF.md). One block of 8 warps per SM, as gemm_body.
+// The loop copies gemm_body's on purpose (its pieces switchable here, not there: the kernel's PTX stays as tested).
 #include "../../../../ptx/gemm.cuh"
 
 enum : int { STAGE = 1, BMOVE = 2, RAW = 4, FRAG = 8, WAITS = 16, MIN = 32, EPI = 64 };

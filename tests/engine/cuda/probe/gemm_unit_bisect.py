@@ -7,15 +7,13 @@ unit's time. gemm_body's own unit reads ~60 cycles a step, the skeleton of wgmma
     python3 tests/engine/cuda/probe/gemm_unit_bisect.py [units per block]
 """
 
-import re
 import sys
-from pathlib import Path
 
 import numpy as np
 
 from qtui.engine.cuda import driver as drv
+from tests.engine.cuda.probe.probe_launch import load_probe, time_launch
 
-HERE = Path(__file__).resolve().parent
 PIECES = ["STAGE", "BMOVE", "RAW", "FRAG", "WAITS", "MIN", "EPI"]  # bit i of the kernel's number
 UNIT_BYTES, GX_MAT = 2304, 2048  # ptx/mma.cuh TQ4_K::UNIT, ptx/gemm.cuh GX_MAT
 GX_CHUNK = 35 * GX_MAT + 64 * 16 * 4  # ptx/gemm.cuh GX_CHUNK
@@ -23,15 +21,7 @@ STAGE_BYTES = -(-(35 * GX_MAT + 8 * UNIT_BYTES) // 128) * 128  # GemmStage<TQ4_K
 
 
 def main() -> int:
-    from cuda.bindings import driver as cu
-
-    drv.primary_context()
-    print(drv.device_name())
-    sms = drv.device_attribute("CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT")
-    clock_khz = drv.device_attribute("CU_DEVICE_ATTRIBUTE_CLOCK_RATE")
-    text = (HERE / "gemm_unit_bisect.ptx").read_text()
-    mod = drv.check(cu.cuModuleLoadData(text.encode() + b"\0"), "load")
-    names = re.findall(r"\.entry (unit_p\d+)\(", text)
+    mod, names, sms, clock_khz = load_probe("gemm_unit_bisect", r"unit_p\d+")
     rng = np.random.default_rng(7)
     stream = drv.new_stream()
     w = drv.DeviceBuffer(16 * 8 * UNIT_BYTES)
@@ -45,19 +35,8 @@ def main() -> int:
     print(f"{'kernel':10} {'pieces':38} {'cyc/step/SM':>11} {'us/unit':>8}")
     for name in names:
         bits = int(name[len("unit_p") :])
-        fn = drv.check(cu.cuModuleGetFunction(mod, name.encode()), name)
-        attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-        drv.check(cu.cuFuncSetAttribute(fn, attr, smem), "smem")
         args = [(int(w), np.uint64), (int(gx), np.uint64), (units, np.int32), (int(out), np.uint64)]
-        site = drv.Kernel(fn, name, (sms, 1, 1), 256, args, shmem=smem, pdl=False)
-        site.launch(stream)
-        drv.sync(stream)
-        t0, t1 = drv.Event(), drv.Event()
-        t0.record(stream)
-        site.launch(stream)
-        t1.record(stream)
-        t1.synchronize()
-        s = t1.elapsed_ms(t0) / 1e3
+        s = time_launch(mod, name, sms, 256, args, smem, stream)
         cyc = s * clock_khz * 1e3 / (units * 70)
         pieces = "+".join(p for i, p in enumerate(PIECES) if bits >> i & 1) or "(skeleton)"
         print(f"{name:10} {pieces:38} {cyc:11.1f} {s / units * 1e6:8.2f}")
