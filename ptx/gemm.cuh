@@ -371,18 +371,15 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
                 for (int si = 0; si < 2; si++) F::frag16(raw, scales, s2 + si, a[si], e[si]);
 #endif
                 wgmma_fence();  // a[], e[] were written by ordinary instructions
-#ifdef GEMM_PROBE_SS_A
-                for (int si = 0; si < 2; si++) {
-                    const uint64_t lo = gx_desc_add(dx, GX_MAT * (2 * (s2 + si))), hi = gx_desc_add(dx, GX_MAT * (2 * (s2 + si) + 1));
-                    probe_wgmma64_ss(P[1], hi, lo, s2 + si != 0);  // A: another matrix of the stage
-                    probe_wgmma64_ss(P[0], lo, hi, s2 + si != 0);
-                    if (F::REM) probe_wgmma64_ss(P[0], hi, hi, true);
-                }
-                if (false)
-#endif
 #pragma unroll
                 for (int si = 0; si < 2; si++) {
                     const uint64_t lo = gx_desc_add(dx, GX_MAT * (2 * (s2 + si))), hi = gx_desc_add(dx, GX_MAT * (2 * (s2 + si) + 1));
+#ifdef GEMM_PROBE_SS_A
+                    probe_wgmma64_ss(P[1], hi, lo, s2 + si != 0);  // A: another matrix of the stage
+                    probe_wgmma64_ss(P[0], lo, hi, s2 + si != 0);
+                    if (F::REM) probe_wgmma64_ss(P[0], hi, hi, true);
+                    continue;
+#endif
                     if (s2 + si == 0) {
                         wgmma64<0>(P[1], a[si], lo);
                         wgmma64<0>(P[0], a[si], hi);
