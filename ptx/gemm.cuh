@@ -209,11 +209,12 @@ __device__ __forceinline__ void probe_wgmma64_ss(float (&d)[32], uint64_t da, ui
 // 12 the block's last warp done (each warp's lane 0 raises it at its end: the arrivers settle their tails apart).
 // Compiled out here.
 #define GEMM_TRACE_SLOTS 16
+#define GEMM_TRACE_BLOCKS 1024  // blocks traced (the first; a launch of more, the LM head's, is traced in part)
 #ifdef GEMM_TRACE
-__device__ unsigned long long gemm_trace[1024 * GEMM_TRACE_SLOTS];
+__device__ unsigned long long gemm_trace[GEMM_TRACE_BLOCKS * GEMM_TRACE_SLOTS];
 #define GEMM_MARK(i, v)                                                               \
     do {                                                                              \
-        if (threadIdx.x == 0) {                                                       \
+        if (threadIdx.x == 0 && blockIdx.x < GEMM_TRACE_BLOCKS) {                     \
             unsigned long long t_;                                                    \
             asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                    \
             gemm_trace[blockIdx.x * GEMM_TRACE_SLOTS + (i)] = (i) == 6 ? (unsigned long long)(v) : t_; \
@@ -221,7 +222,7 @@ __device__ unsigned long long gemm_trace[1024 * GEMM_TRACE_SLOTS];
     } while (0)
 #define GEMM_WARP_DONE()                                                                        \
     do {                                                                                        \
-        if ((threadIdx.x & 31) == 0) {                                                          \
+        if ((threadIdx.x & 31) == 0 && blockIdx.x < GEMM_TRACE_BLOCKS) {                        \
             unsigned long long t_;                                                              \
             asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                              \
             atomicMax(&gemm_trace[blockIdx.x * GEMM_TRACE_SLOTS + 12], t_);                       \
