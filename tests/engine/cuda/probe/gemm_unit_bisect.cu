@@ -10,16 +10,19 @@
 //   WAITS  wgmma_wait<1> after each slice pair, as gemm_body (else wait<3>: more pairs in flight)
 //   MIN    the min term's three bf16 k16 steps and FMAs
 //   EPI    the super-block join (sb_joined) into acc, and acc into the part sum `run` (else P accumulates on)
-// Every MMA's result is read (a dead one is emptied by ptxas: PERF.md). One block of 8 warps per SM, as gemm_body.
+// Every MMA's result is read (a dead one is emptied by ptxas: PERF.md). One block of 8 warps per SM, as gemm_body;
+// the unit_w<WG>c<CHAINS>_ kernels (all seven pieces) ask what a block of WG = 3 warpgroups (12 warps, <= 168
+// registers a thread) and one MMA chain per unit (CHAINS = 1: the lo term through A 2^-12 into the hi term's
+// accumulator, as the float-scale formats do, 32 registers fewer) would run at (PERF.md, "Session 8").
 // The loop copies gemm_body's on purpose (its pieces switchable here, not there: the kernel's PTX stays as tested).
 #include "../../../../ptx/gemm.cuh"
 
 enum : int { STAGE = 1, BMOVE = 2, RAW = 4, FRAG = 8, WAITS = 16, MIN = 32, EPI = 64 };
 
-template <int PIECES>
+template <int PIECES, int WG = 2, int CHAINS = 2>
 __device__ __forceinline__ void unit_body(const uint8_t* W, const uint8_t* gx, int units, float* out) {
     using F = TQ4_K;
-    constexpr int S = 2, SB = GemmStage<F>::BYTES, XB = GemmStage<F>::X_BYTES;
+    constexpr int S = 2, WARPS = 4 * WG, XB = GemmStage<F>::X_BYTES, SB = (XB + WARPS * F::UNIT + 127) / 128 * 128;
     constexpr bool ON_STAGE = PIECES & STAGE, ON_BMOVE = PIECES & BMOVE, ON_RAW = PIECES & RAW,
                    ON_FRAG = PIECES & FRAG, ON_WAITS = PIECES & WAITS, ON_MIN = PIECES & MIN, ON_EPI = PIECES & EPI;
     DYNAMIC_SMEM(mma_smem);
@@ -28,16 +31,16 @@ __device__ __forceinline__ void unit_body(const uint8_t* W, const uint8_t* gx, i
     const uint32_t stages = smem_u32(mma_smem), bars = stages + S * SB;
     if (threadIdx.x == 0) {
         for (int i = 0; i < S; i++) {
-            mbar_init_count(bars + 8 * i, MMA_WARPS + 1);
+            mbar_init_count(bars + 8 * i, WARPS + 1);
             released[i] = 0;
         }
         mbar_init_fence();
     }
     __syncthreads();
-    // the source: 16 units of 8 warps' weight units, 8 x chunks, walked round robin
+    // the source: 16 units of the warps' weight units, 8 x chunks, walked round robin
     const auto fill_w = [&](int u) {
         if (lane == 0)
-            bulk_copy(stages + u % S * SB + XB + warp * F::UNIT, W + (long long)F::UNIT * (8 * (u % 16) + warp), F::UNIT,
+            bulk_copy(stages + u % S * SB + XB + warp * F::UNIT, W + (long long)F::UNIT * (WARPS * (u % 16) + warp), F::UNIT,
                       bars + 8 * (u % S));
     };
     const auto fill_x = [&](int u) { bulk_copy(stages + u % S * SB, gx + (long long)(u % 8) * GX_CHUNK, XB, bars + 8 * (u % S)); };
@@ -48,13 +51,13 @@ __device__ __forceinline__ void unit_body(const uint8_t* W, const uint8_t* gx, i
     for (int u = 0; u < first; u++) mbar_wait(bars + 8 * u, 0);
     typename F::Raw raw;
     F::template load<FromShared>(mma_smem + XB + warp * F::UNIT, lane, raw);
-    float acc[8][4], run[8][4], P[2][32], Pm[32];
+    float acc[8][4], run[8][4], P[CHAINS][32], Pm[32];
 #pragma unroll
     for (int j = 0; j < 8; j++)
 #pragma unroll
         for (int i = 0; i < 4; i++) acc[j][i] = run[j][i] = 0.0f;
 #pragma unroll
-    for (int i = 0; i < 32; i++) P[0][i] = P[1][i] = Pm[i] = 0.0f;
+    for (int i = 0; i < 32; i++) P[0][i] = P[CHAINS - 1][i] = Pm[i] = 0.0f;
     for (int u = 0; u < units; u++) {
         const int st = ON_BMOVE ? u % S : 0;
         const uint64_t dx = gx_desc(stages + st * SB);
@@ -71,16 +74,21 @@ __device__ __forceinline__ void unit_body(const uint8_t* W, const uint8_t* gx, i
                 else
 #pragma unroll
                     for (int i = 0; i < 4; i++) a[si][i] = 0x3C003C00u ^ (uint32_t)(lane + s2 + si + i);
+                if (CHAINS == 1) lo_frag(a[si], e[si]);  // (Q4_K has no remainder: e holds A 2^-12)
             }
             wgmma_fence();
 #pragma unroll
             for (int si = 0; si < 2; si++) {
                 const uint64_t lo = gx_desc_add(dx, GX_MAT * (2 * (s2 + si))), hi = gx_desc_add(dx, GX_MAT * (2 * (s2 + si) + 1));
-                if (ON_EPI && s2 + si == 0) {
-                    wgmma64<0>(P[1], a[si], lo);
+                if (CHAINS == 1) {  // lo terms through A 2^-12, then hi, into the one accumulator
+                    if (ON_EPI && s2 + si == 0) wgmma64<0>(P[0], e[si], lo);
+                    else wgmma64<1>(P[0], e[si], lo);
+                    wgmma64<1>(P[0], a[si], hi);
+                } else if (ON_EPI && s2 + si == 0) {
+                    wgmma64<0>(P[CHAINS - 1], a[si], lo);
                     wgmma64<0>(P[0], a[si], hi);
                 } else {
-                    wgmma64<1>(P[1], a[si], lo);
+                    wgmma64<1>(P[CHAINS - 1], a[si], lo);
                     wgmma64<1>(P[0], a[si], hi);
                 }
             }
@@ -105,7 +113,9 @@ __device__ __forceinline__ void unit_body(const uint8_t* W, const uint8_t* gx, i
 #pragma unroll
             for (int j = 0; j < 8; j++)
 #pragma unroll
-                for (int i = 0; i < 4; i++) acc[j][i] = sb_joined(P[0][4 * j + i], P[1][4 * j + i], i < 2 ? dg : d8);
+                for (int i = 0; i < 4; i++)
+                    acc[j][i] = CHAINS == 1 ? (i < 2 ? dg : d8) * P[0][4 * j + i]
+                                            : sb_joined(P[0][4 * j + i], P[CHAINS - 1][4 * j + i], i < 2 ? dg : d8);
         }
         if (ON_MIN) {
 #pragma unroll
@@ -121,7 +131,7 @@ __device__ __forceinline__ void unit_body(const uint8_t* W, const uint8_t* gx, i
             fill_w(u + S);
             if (lane == 0) {
                 __threadfence_block();
-                if (atomicAdd(&released[u % S], 1) % MMA_WARPS == MMA_WARPS - 1) {
+                if (atomicAdd(&released[u % S], 1) % WARPS == WARPS - 1) {
                     __threadfence_block();
                     fence_proxy_async_shared();
                     fill_x(u + S);
@@ -134,10 +144,19 @@ __device__ __forceinline__ void unit_body(const uint8_t* W, const uint8_t* gx, i
 #pragma unroll
     for (int j = 0; j < 8; j++)
 #pragma unroll
-        for (int i = 0; i < 4; i++) v += run[j][i] + acc[j][i] + P[0][4 * j + i] + P[1][4 * j + i] + Pm[4 * j + i];
+        for (int i = 0; i < 4; i++) v += run[j][i] + acc[j][i] + P[0][4 * j + i] + P[CHAINS - 1][4 * j + i] + Pm[4 * j + i];
     out[blockIdx.x * blockDim.x + threadIdx.x] = v;
 }
 
+#define UNIT_WG(WG, C)                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(128 * WG, 1) unit_w##WG##c##C##_p127(const uint8_t* W, const uint8_t* gx, \
+                                                                                   int units, float* out) {              \
+        unit_body<127, WG, C>(W, gx, units, out);                                                                        \
+    }
+// the whole unit with one chain, and on three warpgroups with one and with two chains
+UNIT_WG(2, 1)
+UNIT_WG(3, 1)
+UNIT_WG(3, 2)
 #define UNIT(P)                                                                                                         \
     extern "C" __global__ void __launch_bounds__(MMA_THREADS, 1) unit_p##P(const uint8_t* W, const uint8_t* gx, int units, \
                                                                             float* out) {                              \
