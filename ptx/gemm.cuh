@@ -317,6 +317,10 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
             if (threadIdx.x == 0) fill_x(u, at);
     }
     float acc[8][4], run[8][4], T[8][4], P[2][32];  // super-block, part and tile-group sums; MMA chains
+#ifdef GEMM_PROBE_NO_CUT
+    for (int j = 0; j < 8; j++)
+        for (int i = 0; i < 4; i++) run[j][i] = T[j][i] = 0.0f;
+#endif
     int given0 = 0, given1 = 0;  // part sums this arriver gave the cut tile groups of its first and its last unit
     // The cut parts and groups are settled by each ARRIVER apart: a warp in one GEMM (R = 1: every warp's tile its
     // own), a warpgroup in the SwiGLU (R = 2: a tile's gate and up sums, which its epilogue needs together, are in
@@ -488,7 +492,11 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
         fill.next(n_sb, groups);  // (past u1 unused)
         // acc = this super-block's sum: into its part's sum (run), then the part's sum into the group's (T)
         const int ug = u - sb;
+#ifdef GEMM_PROBE_NO_CUT  // (a probe: no slab stores or arrivals, only the blocks ending a group store it; wrong sums)
+        const bool cut_part = false, cut_group = false;
+#else
         const bool cut_part = ug + lo < u0 || ug + hi > u1, cut_group = ug < u0 || ug + n_sb > u1;
+#endif
         const int gside = ug == u0 - first.sb ? 0 : 1;  // the range's first tile group, or its last
         if (cut_part) {
             if (ug + lo < u0) {
@@ -524,6 +532,9 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
     const int r0 = u0 / n_sb, r1 = (u1 - 1) / n_sb;  // (pass, group) of the first and the last unit
     GEMM_MARK(3, 0);
     int folds = 0;  // (the probe's) 1: a part fold, 2: a group fold
+#ifdef GEMM_PROBE_NO_FOLD  // (a probe: the arrivals made, the folds after the range skipped; wrong sums)
+    fold_parts = fold_groups = 0;
+#endif
     // the arrivals are in: add up what this arriver completed, its parts, then its groups
     for (int side = 0; side < 2; side++) {
         if (!(fold_parts >> side & 1)) continue;

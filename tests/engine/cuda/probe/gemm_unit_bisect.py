@@ -36,6 +36,7 @@ def main() -> int:
     gx.upload((0x3C00 | rng.integers(0, 0x3FF, 8 * GX_CHUNK // 2)).astype(np.uint16), stream)
     out = drv.DeviceBuffer(sms * 384 * 4)
     units = int(sys.argv[1]) if len(sys.argv) > 1 else 400
+    names = [n for n in names if re.search(sys.argv[2] if len(sys.argv) > 2 else "", n)]  # e.g. "w|p127$"
     print(f"{sms} SMs, max clock {clock_khz / 1e6:.2f} GHz; {units} units per block")
     print(f"{'kernel':10} {'pieces':38} {'cyc/step/SM':>11} {'us/unit':>8}")
     for name in names:
