@@ -5,7 +5,7 @@ at the tensor cores' dense rate) and the unit's time. gemm_body's own unit reads
 of wgmma_rate.cu 38. unit_w<WG>c<CHAINS>_p127: the whole unit on WG warpgroups with CHAINS MMA chains a unit.
 
     cd tests/engine/cuda/probe && nvcc -ptx -arch=sm_90a -O3 -std=c++17 gemm_unit_bisect.cu -o gemm_unit_bisect.ptx
-    python3 tests/engine/cuda/probe/gemm_unit_bisect.py [units per block]
+    python3 tests/engine/cuda/probe/gemm_unit_bisect.py [units per block] [kernel name regex, e.g. "w|p127$"]
 """
 
 import re
