@@ -76,6 +76,9 @@ GEMM_STAGES = int(os.environ.get("QTUI_GEMM_STAGES", "2"))  # ptx/gemm.cuh GEMM_
 GX_MAT = 2048  # ptx/gemm.cuh GX_MAT: one staged x matrix (64 tokens x k16, bf16)
 GX_CHUNK = 37 * GX_MAT  # ptx/gemm.cuh GX_CHUNK: staged bytes of one pass and super-block
 GEMM_MIN_ROWS = int(os.environ.get("QTUI_GEMM_MIN_ROWS", "17"))
+# Launches of at most this many rows (one pass) run the GEMM's 32-token form (mma_gemm_*_n32: m64n32k16, half the
+# MMA work of a 64-token pass for the same bits); QTUI_GEMM_NARROW_ROWS=0 turns it off (A/B runs).
+GEMM_NARROW_ROWS = int(os.environ.get("QTUI_GEMM_NARROW_ROWS", "32"))
 # Up to one pass (m <= GEMM_TOKENS: decode steps) the GEMM pays only on launches of at least this many 16-row x
 # 256-value units (tile groups x 8 tiles x super-blocks): one block per SM loses to the GEMV's two on small matrices
 # (the 0.8b m = 64 step: its largest per-layer launch, qkv, has 2080 units); the 4b's per-layer matrices have 2560 -
@@ -361,9 +364,11 @@ class KernelTable:
     def _mma_sites(
         self, plan: _MmaPlan, qtype: str, gemm_name: str, gemv_name: str, args: list[KernelArg], x: Split
     ) -> list[Kernel]:
-        """The launches of a plan: gemm_stage_x and the GEMM `gemm_name`, or the GEMV `gemv_name`."""
+        """The launches of a plan: gemm_stage_x and the GEMM `gemm_name` (its 32-token form up to GEMM_NARROW_ROWS
+        rows), or the GEMV `gemv_name`."""
         if plan.gemm:
             grid = (plan.blocks, 1, 1)
+            gemm_name += "_n32" if plan.m <= min(GEMM_NARROW_ROWS, 32) else ""
             gemm = self._site(f"gemv_{qtype}", gemm_name, grid, MMA_THREADS, args, shmem=gemm_smem_bytes(qtype))
             return [self.gemm_stage(x=x, m=plan.m), gemm]
         grid = (plan.groups * plan.blocks, plan.passes, 1)

@@ -193,13 +193,16 @@ def test_gemv_sites_choose_kernels_by_type_and_rows(monkeypatch):
         for m, passes in ((17, 1), (32, 1), (33, 1), (64, 1), (65, 2), (256, 4)):
             stage, k = kt.gemv(qtype=qtype, w=1, x=x, outputs=[(3, 2560)], m=m, res=3)
             assert stage.name == "gemm_stage_x" and stage.grid == (passes, 36, 5) and stage.pdl
-            assert k.name == f"mma_gemm_{qtype}" and k.grid == (132, 1, 1) and k.block == 256 and k.pdl
+            assert k.name == f"mma_gemm_{qtype}" + ("_n32" if m <= 32 else "") and k.grid == (132, 1, 1)
+            assert k.block == 256 and k.pdl
             assert k.shmem == kernels.gemm_smem_bytes(qtype) <= 227 << 10 and int(k.cells[-3][0]) == parts
         (k,) = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=3)
         assert k.name == f"mma_swiglu_{qtype}_n1" and k.grid == (144 * mma_blocks_per_group(144, 10), 1, 1)
         stage, k = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=64)
         assert k.name == f"mma_gemm_swiglu_{qtype}" and int(k.cells[-3][0]) == mma_blocks_per_group(144, 10)
         assert k.grid == (132, 1, 1)  # 1440 units shared out: 11 + GEMM_CUT_UNITS per SM against 2 waves of 10
+        stage, k = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=20)
+        assert k.name == f"mma_gemm_swiglu_{qtype}_n32" and stage.grid == (1, 10, 5)  # the 32-token form
     small = Split(1, 2, 1024)  # 0.8b ffn down shape (64 tiles, 14 super-blocks): 896 units, the GEMV up to one pass
     for m, want in ((17, 1), (33, 1), (64, 1), (65, 2), (256, 2)):
         assert len(kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 3584), outputs=[(3, 1024)], m=m)) == want
@@ -208,6 +211,9 @@ def test_gemv_sites_choose_kernels_by_type_and_rows(monkeypatch):
     assert not kernels.uses_gemm(16, 10**6, 64) and kernels.uses_gemm(17, 40, 8)
     (k,) = kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 3584), outputs=[(3, 1024)], m=32)  # small: the GEMV's NT = 4
     assert k.name == "mma_gemv_q4_k_n4"
+    monkeypatch.setattr(kernels, "GEMM_NARROW_ROWS", 0)  # QTUI_GEMM_NARROW_ROWS=0: the 64-token form from 17 rows
+    (_, k) = kt.gemv(qtype="q4_k", w=1, x=x, outputs=[(3, 2560)], m=17, res=3)
+    assert k.name == "mma_gemm_q4_k"
     monkeypatch.setattr(kernels, "GEMM_MIN_ROWS", 1 << 20)  # QTUI_GEMM_MIN_ROWS: the GEMM off
     (k,) = kt.gemv(qtype="q4_k", w=1, x=x, outputs=[(3, 2560)], m=256, res=3)
     assert k.name == "mma_gemv_q4_k_n4" and k.grid == (20, 8, 1)  # 160 blocks: 61 % of 264 slots, serial

@@ -41,6 +41,7 @@ struct SimBlock {
         double (*value)(uint16_t);
         std::array<uint32_t, 4> a;
         int group;
+        int n;  // tokens: 64, or 32 (m64n32k16)
     };
     dim3 idx;
     int n = 0, cur = -1, rank = 0;  // threads, the running one, rank in the cluster
