@@ -21,7 +21,6 @@
 #pragma once
 #include "mma.cuh"
 
-#define GEMM_TOKENS 64  // tokens per pass (kernels.py GEMM_TOKENS)
 #ifndef GEMM_STAGES
 #define GEMM_STAGES 2   // super-blocks in flight
 #endif
@@ -31,18 +30,7 @@
 #ifndef GEMM_FOLD_INFLIGHT
 #define GEMM_FOLD_INFLIGHT 1  // slice pairs of a folded format's unit in flight beyond the newest (registers: 8 each)
 #endif
-// The staged activations of one 64-token pass and one super-block (gemm_stage_x), GX_CHUNK bytes:
-//   [0, 32 GX_MAT)       the x matrices: slice s, term (0 lo, 1 hi) at GX_MAT (2 s + term);
-//   [GX_MIN, +3 GX_MAT)  the B of the min product (lo, mid, hi terms of the 8 group sums; k 8..15 zero);
-//   [GX_SUM, +4096)      [64 tokens][16] float slice sums (the FMA min term of Q2_K, Q4_1, Q5_1).
-// A matrix is 64 tokens x k16 fp16 (the min product's: bf16) without swizzle: token n, k half h at 128 h + 256 (n / 8) + 16 (n % 8) (the
-// wgmma descriptor's leading byte offset 128, stride byte offset 256). k half 0 holds the four b0 words of a
-// slice (quads 0..3 word x resp. z: values (v0, v2) of each quad), half 1 the b1 words (y resp. w): the k
-// order of mma_warp's B fragment.
-#define GX_MAT 2048
-#define GX_MIN (32 * GX_MAT)
-#define GX_SUM (35 * GX_MAT)
-#define GX_CHUNK (GX_SUM + GEMM_TOKENS * 16 * 4)  // 75776 (kernels.py GX_CHUNK)
+// The staged activations (GX_CHUNK bytes per pass and super-block): split.cuh.
 
 template <class F>
 struct GemmStage {

@@ -176,18 +176,6 @@ __device__ __forceinline__ uint32_t k_min_pair(const KScales& k, int t) {
     const uint32_t sel = b | (4u << 4) | ((b + 1) << 8) | (4u << 12);  // (m_2t, 0x43, m_2t+1, 0x43)
     return bf16_sub(__byte_perm(w, 0x43434343u, sel), BF16X2_128);
 }
-// (x0, x1) -> bf16x2 terms hi, mid, lo with x = hi + mid + lo to 24 bits.
-__device__ __forceinline__ void split3(float x0, float x1, uint32_t& hi, uint32_t& mid, uint32_t& lo) {
-    __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
-    float2 hf = __bfloat1622float2(h);
-    const float r0 = x0 - hf.x, r1 = x1 - hf.y;
-    __nv_bfloat162 md = __floats2bfloat162_rn(r0, r1);
-    float2 mf = __bfloat1622float2(md);
-    __nv_bfloat162 l = __floats2bfloat162_rn(r0 - mf.x, r1 - mf.y);
-    hi = *reinterpret_cast<uint32_t*>(&h);
-    mid = *reinterpret_cast<uint32_t*>(&md);
-    lo = *reinterpret_cast<uint32_t*>(&l);
-}
 
 // ---- The fp16 A fragments of the MMAs (the activations are fp16 terms: split.cuh). The quants enter as small
 // integers built by the exponent trick: (0x6400 | v) is the fp16 1024 + v (v < 1024), so one lop3 places two values

@@ -136,6 +136,11 @@ inline T __shfl_xor_sync(unsigned, T v, int mask) {
     return sim_shuffle(v, (sim_tid() & 31) ^ mask);
 }
 template <class T>
+inline T __shfl_down_sync(unsigned, T v, unsigned delta) {  // lanes past 31 read their own value, as on the GPU
+    const int lane = sim_tid() & 31;
+    return sim_shuffle(v, lane + (int)delta < 32 ? lane + (int)delta : lane);
+}
+template <class T>
 inline T __shfl_sync(unsigned, T v, int src) {
     return sim_shuffle(v, src);
 }

@@ -69,6 +69,9 @@ class SimGpu(DeviceHelpers):
     def get(self, buf, shape, dtype=np.float32) -> np.ndarray:
         return host_view(int(buf), dtype, shape).copy()
 
+    def get_bytes(self, ptr: int, nbytes: int) -> np.ndarray:
+        return host_view(ptr, np.uint8, (nbytes,)).copy()
+
     def get_split(self, sp, rows: int):
         xs = host_view(sp.xs, np.uint32, (rows, sp.n // 4, 4)).copy()
         xsum = host_view(sp.xsum, np.float32, (rows, sp.n // 16)).copy()
