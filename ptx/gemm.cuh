@@ -651,6 +651,7 @@ struct GemmSwigluStore {
     float* act_sum;
     int n_ff;
     MmaShape sh;
+    uint8_t* gx_act;  // act staged for the ffn_down GEMM too (null: not)
     template <int NJ>
     __device__ __forceinline__ void operator()(const float (&T)[NJ][4], uint8_t* xch, int group, int tok0) const {
         constexpr int TILE = GEMM_TOKENS * 16;
@@ -679,7 +680,7 @@ struct GemmSwigluStore {
         warpgroup_sync();
         const int wg = warp >> 2;
         swiglu_store<NJ, false, 2, 128>(tiles, TILE, group, tok0, act, act_sum, n_ff, sh, 2 * wg,
-                                                    threadIdx.x & 127);
+                                                    threadIdx.x & 127, gx_act);
     }
 };
 
@@ -696,9 +697,9 @@ struct GemmSwigluStore {
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(MMA_THREADS, GEMM_MIN_BLOCKS) mma_gemm_swiglu_##NAME##SUFFIX( \
         const uint8_t* Wg, const uint8_t* Wu, const uint8_t* gx, uint4* act, float* act_sum, int n_ff, int n_in, \
-        int m, int parts, float* scratch, int* counters) {                                                    \
+        int m, int parts, float* scratch, int* counters, uint8_t* gx_act) {                                   \
         const MmaShape sh{n_in, m, (n_ff + 15) >> 4, 1, parts};                                               \
         const uint8_t* Ws[2] = {Wg, Wu};                                                                      \
-        gemm_body<FMT, 2, NJ>(Ws, gx, sh, scratch, counters, GemmSwigluStore{act, act_sum, n_ff, sh});         \
+        gemm_body<FMT, 2, NJ>(Ws, gx, sh, scratch, counters, GemmSwigluStore{act, act_sum, n_ff, sh, gx_act}); \
     }
 #define GEMM_KERNELS(FMT, NAME) GEMM_KERNELS_NJ(FMT, NAME, 8, ) GEMM_KERNELS_NJ(FMT, NAME, 4, _n32)

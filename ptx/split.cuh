@@ -81,6 +81,7 @@ struct StagedRow {
     uint8_t* gx = nullptr;
     int n = 0;
     long long row = 0;
+    bool min_words = true;  // false: the caller writes the min product's B itself (swiglu_store: other lanes)
 };
 
 // Quad `quad` of a row (its split words `packed`, its slice's sum `sum` in all 4 lanes) into the staged chunks:
@@ -89,8 +90,12 @@ struct StagedRow {
 // gated_norm_store and attn_combine give a warp 32 consecutive quads from a multiple of 16 on. The k 8..15 half of
 // the min product's B is never written here: zero since the buffer was allocated, as gemm_stage_x leaves it.
 __device__ __forceinline__ void stage_quad(const StagedRow& st, int quad, bool active, uint4 packed, float sum) {
-    const float s1 = __shfl_down_sync(0xffffffffu, sum, 4), s2 = __shfl_down_sync(0xffffffffu, sum, 8),
-                s3 = __shfl_down_sync(0xffffffffu, sum, 12);
+    float s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+    if (st.min_words) {
+        s1 = __shfl_down_sync(0xffffffffu, sum, 4);
+        s2 = __shfl_down_sync(0xffffffffu, sum, 8);
+        s3 = __shfl_down_sync(0xffffffffu, sum, 12);
+    }
     if (!active) return;
     const int sb = quad >> 6, s = (quad >> 2) & 15, j = quad & 3, tok = (int)(st.row & (GEMM_TOKENS - 1));
     uint8_t* chunk = st.gx + ((st.row / GEMM_TOKENS) * (st.n >> 8) + sb) * (long long)GX_CHUNK;
@@ -103,7 +108,7 @@ __device__ __forceinline__ void stage_quad(const StagedRow& st, int quad, bool a
     *reinterpret_cast<uint32_t*>(lo + 128) = packed.w;
     if (j != 0) return;
     *reinterpret_cast<float*>(chunk + GX_SUM + 64 * tok + 4 * s) = sum;
-    if ((s & 3) == 0) {  // word s / 4 of the min product's B: group sums (slices s, s + 1) and (s + 2, s + 3)
+    if (st.min_words && (s & 3) == 0) {  // word s / 4 of the min product's B: group sums (slices s, s + 1) and (s + 2, s + 3)
         uint32_t w[3];
         split3(sum + s1, s2 + s3, w[2], w[1], w[0]);
         uint8_t* mn = chunk + GX_MIN + at + s;  // at + 4 (s / 4)
@@ -112,10 +117,11 @@ __device__ __forceinline__ void stage_quad(const StagedRow& st, int quad, bool a
     }
 }
 
-// Store quad `quad` of one row (if `active`) and, from the lane holding the slice's first quad, the slice sum.
-// ALL 32 lanes of the warp must call it together (shuffles), with quads 4j..4j+3 in lanes 4i..4i+3.
-__device__ __forceinline__ void store_split(uint4* __restrict__ xs_row, float* __restrict__ xsum_row, int quad,
-                                            bool active, float4 v, const StagedRow& st = StagedRow{}) {
+// Store quad `quad` of one row (if `active`) and, from the lane holding the slice's first quad, the slice sum
+// (returned in all 4 lanes). ALL 32 lanes of the warp must call it together (shuffles), with quads 4j..4j+3 in
+// lanes 4i..4i+3; st: the staged form too (stage_quad).
+__device__ __forceinline__ float store_split(uint4* __restrict__ xs_row, float* __restrict__ xsum_row, int quad,
+                                             bool active, float4 v, const StagedRow& st = StagedRow{}) {
     float sum;
     const uint4 packed = split_quad(active ? v : make_float4(0.f, 0.f, 0.f, 0.f), sum);
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);  // a + b == b + a exactly: all 4 lanes hold the same bits
@@ -125,6 +131,19 @@ __device__ __forceinline__ void store_split(uint4* __restrict__ xs_row, float* _
         if ((quad & 3) == 0) xsum_row[quad >> 2] = sum;
     }
     if (st.gx) stage_quad(st, quad, active, packed, sum);  // (st is the same in the whole warp)
+    return sum;
+}
+
+// Half h (0: bits 0..15, 1: 16..31) of word `word` of the min product's B of token row `row`, the three terms of
+// the group sum g (split3's bf16 of that half: the halves round apart).
+__device__ __forceinline__ void stage_min_half(const StagedRow& st, int sb, int word, int h, float g) {
+    const int tok = (int)(st.row & (GEMM_TOKENS - 1));
+    uint8_t* at = st.gx + ((st.row / GEMM_TOKENS) * (st.n >> 8) + sb) * (long long)GX_CHUNK + GX_MIN +
+                  256 * (tok >> 3) + 16 * (tok & 7) + 4 * word + 2 * h;
+    uint32_t w[3];
+    split3(g, g, w[2], w[1], w[0]);
+#pragma unroll
+    for (int term = 0; term < 3; term++) *reinterpret_cast<uint16_t*>(at + GX_MAT * term) = (uint16_t)w[term];
 }
 
 // The float value of element k of a split row (2^4 hi + 2^-8 lo), for the FMA kernels of the float weight types.

@@ -79,8 +79,9 @@ GEMM_MIN_ROWS = int(os.environ.get("QTUI_GEMM_MIN_ROWS", "17"))
 # Launches of at most this many rows (one pass) run the GEMM's 32-token form (mma_gemm_*_n32: m64n32k16, half the
 # MMA work of a 64-token pass for the same bits); QTUI_GEMM_NARROW_ROWS=0 turns it off (A/B runs).
 GEMM_NARROW_ROWS = int(os.environ.get("QTUI_GEMM_NARROW_ROWS", "32"))
-# The producers of a GEMM's x (rmsnorm, the delta rule, attn_combine) stage it themselves (KernelTable.staged), so
-# the GEMM runs without gemm_stage_x: the same bytes (tests/engine/cuda/test_staged.py). QTUI_PRODUCERS_STAGE=0: off.
+# The producers of a GEMM's x (rmsnorm, the delta rule, attn_combine, the SwiGLU GEMM) stage it themselves
+# (KernelTable.staged, swiglu_out), so the GEMM runs without gemm_stage_x: the same bytes (tests/engine/cuda/
+# test_staged.py). QTUI_PRODUCERS_STAGE=0: off (A/B runs).
 PRODUCERS_STAGE = os.environ.get("QTUI_PRODUCERS_STAGE", "1") != "0"
 # Up to one pass (m <= GEMM_TOKENS: decode steps) the GEMM pays only on launches of at least this many 16-row x
 # 256-value units (tile groups x 8 tiles x super-blocks): one block per SM loses to the GEMV's two on small matrices
@@ -280,6 +281,7 @@ class KernelTable:
         self.scratch = 0 if dry else int(_zeroed(SCRATCH_BYTES))
         self.counters = 0 if dry else int(_zeroed(4 * MAX_COUNTERS))
         self.gemm_x = 0 if dry else int(_zeroed(GEMM_X_BYTES))
+        self.gemm_act = 0 if dry else int(_zeroed(GEMM_X_BYTES))  # the SwiGLU GEMM stages act here (swiglu_out)
 
     def fn(self, module: str, name: str) -> Any:
         if self.dry:
@@ -364,7 +366,7 @@ class KernelTable:
         else:
             blocks = mma_launch_blocks(nt, parts, groups, passes)
             self._check_scratch(passes, groups, blocks, nt)
-        x_args: list[KernelArg] = [(self.gemm_x, P)] if gemm else [(x.xs, P), (x.xsum, P)]
+        x_args: list[KernelArg] = [(x.gx or self.gemm_x, P)] if gemm else [(x.xs, P), (x.xsum, P)]
         return _MmaPlan(gemm, nt, passes, groups, parts, blocks, x_args, m)
 
     def _mma_sites(
@@ -376,7 +378,7 @@ class KernelTable:
             grid = (plan.blocks, 1, 1)
             gemm_name += "_n32" if plan.m <= min(GEMM_NARROW_ROWS, 32) else ""
             gemm = self._site(f"gemv_{qtype}", gemm_name, grid, MMA_THREADS, args, shmem=gemm_smem_bytes(qtype))
-            if x.gx and x.gx == self.gemm_x:  # staged by its producer (staged)
+            if x.gx:  # staged by its producer (staged, swiglu_out)
                 return [gemm]
             return [self.gemm_stage(x=x, m=plan.m), gemm]
         grid = (plan.groups * plan.blocks, plan.passes, 1)
@@ -416,12 +418,23 @@ class KernelTable:
         n_blocks = sum(-(-n // 4) for _, n in outputs)
         return self._site(f"gemv_{qtype}", f"gemv4_{qtype}_m{M}", (n_blocks, groups, 1), 128, args)
 
-    def swiglu_gemv(self, *, qtype: str, w_gate: int, w_up: int, x: Split, act: Split, m: int) -> list[Kernel]:
-        """act[m] = split(silu(x @ Wg^T) * (x @ Wu^T)) for gate and up of one tiled type (n_ff = act.n). One
-        launch, or two for the GEMM (uses_gemm)."""
-        assert qtype in MMA_TYPES and act.n % 16 == 0
+    def _swiglu_plan(self, x: Split, act: Split, m: int) -> _MmaPlan:
         groups = mma_groups(n_tiles(act.n), 2)
-        plan = self._mma_plan(m, groups, mma_blocks_per_group(groups, x.n // 256), x)
+        return self._mma_plan(m, groups, mma_blocks_per_group(groups, x.n // 256), x)
+
+    def swiglu_out(self, *, x: Split, act: Split, m: int) -> Split:
+        """act as the SwiGLU of x leaves it: staged for the ffn_down GEMM as well (in gemm_act) where the SwiGLU
+        runs as the GEMM, whose epilogue then writes both forms (ptx/mma.cuh swiglu_store)."""
+        if not PRODUCERS_STAGE or m < GEMM_MIN_ROWS or act.n % 256 or not self._swiglu_plan(x, act, m).gemm:
+            return act
+        assert -(-m // GEMM_TOKENS) * (act.n // 256) * GX_CHUNK <= GEMM_X_BYTES, (m, act.n)
+        return Split(act.xs, act.xsum, act.n, self.gemm_act)
+
+    def swiglu_gemv(self, *, qtype: str, w_gate: int, w_up: int, x: Split, act: Split, m: int) -> list[Kernel]:
+        """act[m] = split(silu(x @ Wg^T) * (x @ Wu^T)) for gate and up of one tiled type (n_ff = act.n), staged too
+        where swiglu_out says so. One launch, or two for the GEMM (uses_gemm)."""
+        assert qtype in MMA_TYPES and act.n % 16 == 0
+        plan = self._swiglu_plan(x, act, m)
         args: list[KernelArg] = [
             (w_gate, P),
             (w_up, P),
@@ -436,6 +449,8 @@ class KernelTable:
             (self.scratch, P),
             (self.counters, P),
         ]
+        if plan.gemm:
+            args.append((self.swiglu_out(x=x, act=act, m=m).gx, P))
         return self._mma_sites(plan, qtype, f"mma_gemm_swiglu_{qtype}", f"mma_swiglu_{qtype}_n{plan.nt}", args, x)
 
     def _check_scratch(self, passes: int, groups: int, blocks: int, nt: int) -> None:

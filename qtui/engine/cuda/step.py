@@ -276,6 +276,7 @@ def _ffn(kt: KernelTable, cfg: Qwen35Config, W: DeviceWeights, A: Activations, m
     x, act = kt.staged(A.split("xn"), m), A.split("act")
     if gate.qtype == up.qtype and gate.qtype in MMA_TYPES:
         first = kt.swiglu_gemv(qtype=gate.qtype, w_gate=gate.ptr, w_up=up.ptr, x=x, act=act, m=m)
+        act = kt.swiglu_out(x=x, act=act, m=m)  # (staged by the SwiGLU GEMM for ffn_down's)
     else:
         first = [
             *kt.gemv(qtype=gate.qtype, w=gate.ptr, x=x, outputs=[(A["g"], cfg.n_ff)], m=m),

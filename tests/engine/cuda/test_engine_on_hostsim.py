@@ -89,28 +89,24 @@ def test_simulated_chunked_prefill_is_bitwise_token_by_token(engine):
 
 def test_simulated_prefill_through_gemms_staged_by_their_producers(sim_driver, make_model, monkeypatch):
     """Prefill chunks of 20 rows through the GEMM (forced here: GEMM_DECODE_MIN_UNITS 0), which reads x as its
-    producer staged it (rmsnorm, the delta rule, attn_combine; only the SwiGLU output still goes through
-    gemm_stage_x): bitwise the tokens fed one by one (m = 1: the GEMVs on the split rows)."""
+    producer staged it (rmsnorm, the delta rule, attn_combine, the SwiGLU GEMM's epilogue): no gemm_stage_x at
+    all, and bitwise the tokens fed one by one (m = 1: the GEMVs on the split rows)."""
     from qtui.engine.cuda import kernels
     from qtui.engine.cuda.engine import CudaEngine
     from qtui.model.gguf_file import GGUFModel
 
     monkeypatch.setattr(kernels, "GEMM_DECODE_MIN_UNITS", 0)
-    restaged: list[int] = []
-    stage = kernels.KernelTable.gemm_stage
+    gemms: list[tuple[int, bool]] = []  # (rows, staged by its producer) of each GEMM site built
+    sites = kernels.KernelTable._mma_sites
 
-    def spy(self, *, x, m):
-        restaged.append(x.n)
-        return stage(self, x=x, m=m)
+    def spy(self, plan, qtype, gemm_name, gemv_name, args, x):
+        if plan.gemm:
+            gemms.append((plan.m, bool(x.gx)))
+        return sites(self, plan, qtype, gemm_name, gemv_name, args, x)
 
-    monkeypatch.setattr(kernels.KernelTable, "gemm_stage", spy)
-    eng = CudaEngine(
-        GGUFModel.open(make_model("tiny-tiled", "q4_k_m")),
-        max_slots=2,
-        max_context=64,
-        progress=False,
-        prefill_chunk=20,
-    )
+    monkeypatch.setattr(kernels.KernelTable, "_mma_sites", spy)
+    model = GGUFModel.open(make_model("tiny-tiled", "q4_k_m"))
+    eng = CudaEngine(model, max_slots=2, max_context=64, progress=False, prefill_chunk=20)
     try:
         prompt = test_prefill._prompt(eng, 41)  # 20 + 20 + 1
         a, b = eng.alloc_slot(), eng.alloc_slot()
@@ -119,4 +115,4 @@ def test_simulated_prefill_through_gemms_staged_by_their_producers(sim_driver, m
     finally:
         eng.close()
     assert np.isfinite(chunked).all() and np.array_equal(chunked.view(np.uint32), fed.view(np.uint32))
-    assert restaged and set(restaged) == {eng.config.n_ff}, restaged  # the m = 20 steps: only ffn_down's x
+    assert gemms and all(staged for _, staged in gemms), gemms  # every GEMM of the 20-row chunks read x as staged

@@ -1,16 +1,18 @@
 """The producers that stage the GEMM's activations themselves (ptx/split.cuh stage_quad: rmsnorm, the delta rule's
-gated norm, attn_combine): byte for byte what gemm_stage_x makes of the split rows they write, for every token
-row of the step, and nothing anywhere else. The GEMM then reads the same bytes either way (its token columns are
-independent), so the step may leave gemm_stage_x out (KernelTable.staged)."""
+gated norm, attn_combine, the SwiGLU GEMM's epilogue): byte for byte what gemm_stage_x makes of the split rows they
+write, for every token row of the step, and nothing anywhere else. The GEMM then reads the same bytes either way
+(its token columns are independent), so the step may leave gemm_stage_x out (KernelTable.staged, swiglu_out)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from qtui.engine.cuda import kernels
 from qtui.engine.cuda.kernels import GEMM_TOKENS, GX_CHUNK, GX_MAT, Split
 
 from .conftest import BACKENDS
+from .quantdata import random_weight
 
 pytestmark = pytest.mark.parametrize("gpu", BACKENDS, indirect=True)  # on the GPU and on the host simulator
 GX_MIN, GX_SUM = 32 * GX_MAT, 35 * GX_MAT
@@ -135,4 +137,29 @@ def test_attn_combine_stages_its_rows(gpu, hd):
             n_pieces=n_pieces,
         )
     )
+    assert_staged_as_gemm_stage_x(gpu, out, m)
+
+
+@pytest.mark.parametrize("qtype", ["q4_k", "q6_k", "q4_1"])  # the min product by MMA, none, by FMAs (slice sums)
+@pytest.mark.parametrize("m,blocks", [(20, None), (70, None), (70, 3)])
+def test_swiglu_gemm_stages_act(gpu, qtype, m, blocks, monkeypatch):
+    """The SwiGLU GEMM's epilogue (32-token form at 20 rows, two passes at 70; on 3 blocks the tile groups are
+    cut and settled after the ranges) stages act for ffn_down (into the table's gemm_act, poisoned here)."""
+    monkeypatch.setattr(kernels, "GEMM_DECODE_MIN_UNITS", 0)  # the GEMM from GEMM_MIN_ROWS rows on this size
+    if blocks is not None:
+        monkeypatch.setattr(kernels, "GEMM_RESIDENT_BLOCKS", blocks)
+        monkeypatch.setattr(kernels, "GEMM_CUT_UNITS", -(10**6))
+    rng = np.random.default_rng()
+    n_ff, n_in = 512, 768
+    (rg, _), (ru, _) = random_weight(qtype, n_ff, n_in, rng), random_weight(qtype, n_ff, n_in, rng)
+    wg, wu = gpu.put_weight(qtype, rg, n_ff, n_in), gpu.put_weight(qtype, ru, n_ff, n_in)
+    x = gpu.put_split(rng.standard_normal((m, n_in), dtype=np.float32) * np.float32(0.05))
+    _, gx = staged_out(gpu, m, n_ff)
+    monkeypatch.setattr(gpu.kt, "gemm_act", gx)
+    act = gpu.split_buffer(m, n_ff)
+    out = gpu.kt.swiglu_out(x=x, act=act, m=m)
+    assert out.gx == gx, "the SwiGLU of this shape runs as the GEMM and stages act"
+    ks = gpu.kt.swiglu_gemv(qtype=qtype, w_gate=int(wg), w_up=int(wu), x=x, act=act, m=m)
+    assert ks[-1].name.startswith("mma_gemm_swiglu") and (blocks is None or ks[-1].grid[0] == blocks)
+    gpu.run(ks)
     assert_staged_as_gemm_stage_x(gpu, out, m)

@@ -53,6 +53,7 @@ class SimGpu(DeviceHelpers):
         kt.scratch = int(self._alloc(kernels.SCRATCH_BYTES))
         kt.counters = int(self._alloc(4 * kernels.MAX_COUNTERS))
         kt.gemm_x = int(self._alloc(kernels.GEMM_X_BYTES))
+        kt.gemm_act = int(self._alloc(kernels.GEMM_X_BYTES))
         self.kt = kt
 
     def _alloc(self, nbytes: int) -> SimBuffer:
