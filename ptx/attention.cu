@@ -105,10 +105,12 @@ extern "C" __global__ void attn_partial(const float* __restrict__ q, const float
 
 // Combine the pieces in order and apply the output gate: out = (sum_p acc_p e^(m_p - M)) / (sum_p s_p
 // e^(m_p - M)) * sigmoid(gate), written in the split format (split.cuh) for the attn_output GEMV.
-// Grid (n_head, m), hd threads. out: split quads [m][n_head*hd/4], out_sum: [m][n_head*hd/16].
+// Grid (n_head, m), hd threads. out: split quads [m][n_head*hd/4], out_sum: [m][n_head*hd/16]; gx: the GEMM's staged
+// form too (split.cuh; null: not).
 extern "C" __global__ void attn_combine(const float* __restrict__ part, const float* __restrict__ qg,
                                         const int* __restrict__ pos, uint4* __restrict__ out,
-                                        float* __restrict__ out_sum, int n_head, int n_pieces_max) {
+                                        float* __restrict__ out_sum, int n_head, int n_pieces_max,
+                                        uint8_t* __restrict__ gx) {
     pdl_enter();
     __shared__ __align__(16) float ov[256];  // read back as float4 quads
     const int hd = blockDim.x, t = threadIdx.x, head = blockIdx.x, r = blockIdx.y;
@@ -130,6 +132,6 @@ extern "C" __global__ void attn_combine(const float* __restrict__ part, const fl
         const bool active = t < hd / 4;
         const float4 v = active ? reinterpret_cast<const float4*>(ov)[t] : make_float4(0.f, 0.f, 0.f, 0.f);
         store_split(out + (long long)r * (n_head * hd / 4), out_sum + (long long)r * (n_head * hd / 16),
-                    head * (hd / 4) + t, active, v);
+                    head * (hd / 4) + t, active, v, StagedRow{gx, n_head * hd, r});
     }
 }

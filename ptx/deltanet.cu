@@ -117,7 +117,8 @@ __device__ __forceinline__ float qk_normed(float qk, int t, float* red) {
 // of the block calls it. red: W shared floats; ov: DK shared floats (16-byte aligned).
 template <int DK>
 __device__ __forceinline__ void gated_norm_store(float o, float z, float nw, float eps, int t, float* red, float* ov,
-                                                 uint4* out, float* out_sum, long long r, int h, int H_v) {
+                                                 uint4* out, float* out_sum, long long r, int h, int H_v,
+                                                 uint8_t* gx) {
     constexpr int W = DK / 32;
     const int lane = t & 31, warp = t >> 5;
     const float oo = warp_sum(t < DK ? __fmul_rn(o, o) : 0.0f);
@@ -134,7 +135,8 @@ __device__ __forceinline__ void gated_norm_store(float o, float z, float nw, flo
     if (t < 32) {
         const bool active = t < DK / 4;
         const float4 v = active ? reinterpret_cast<const float4*>(ov)[t] : make_float4(0.f, 0.f, 0.f, 0.f);
-        store_split(out + r * (H_v * DK / 4), out_sum + r * (H_v * DK / 16), h * (DK / 4) + t, active, v);
+        store_split(out + r * (H_v * DK / 4), out_sum + r * (H_v * DK / 16), h * (DK / 4) + t, active, v,
+                    StagedRow{gx, H_v * DK, r});
     }  // the caller syncs before ov or red is written again
 }
 
@@ -148,7 +150,7 @@ __device__ __forceinline__ void gated_norm_store(float o, float z, float nw, flo
 // one computes. Long runs (prefill chunks) go through delta_prep / delta_scan / delta_norm instead (kernels.py
 // delta_rule), which spread a head's columns over 16 blocks.
 //   conv_out: [m][2*H_k*DK + H_v*DK] = [q | k | v]; a, b: [m][H_v]; z: [m][H_v][DK]; norm_w: [DK];
-//   out: split quads [m][H_v*DK/4], out_sum: [m][H_v*DK/16].
+//   out: split quads [m][H_v*DK/4], out_sum: [m][H_v*DK/16]; gx: the GEMM's staged form too (split.cuh; null: not).
 // Persistent: the launch's ITEMS (head h, run) = item % H_v, item / H_v are walked by gridDim.x blocks (block b:
 // items b, b + gridDim.x, ...). An item's state (DK x DK floats, contiguous) comes into shared memory by one bulk
 // copy issued two items ahead (two buffers), so the state traffic of the next item streams while this one computes
@@ -184,7 +186,7 @@ __device__ __forceinline__ void delta_body(const float* __restrict__ conv_out, c
                                            long long slot_stride, const int* __restrict__ slots,
                                            const float* __restrict__ z, const float* __restrict__ norm_w,
                                            uint4* __restrict__ out, float* __restrict__ out_sum, int H_k, int H_v,
-                                           float eps, int rows_per_run, int items) {
+                                           float eps, int rows_per_run, int items, uint8_t* __restrict__ gx) {
     constexpr int ROWS = DK / 4, W = DK / 32;  // S rows per thread, warps holding q (and as many holding k)
     constexpr uint32_t STATE = DK * DK * 4;    // bytes of one head's state
     __shared__ float qs[DK], ks[DK], part_kv[4][DK], part_o[4][DK], red[3 * W];
@@ -263,7 +265,7 @@ __device__ __forceinline__ void delta_body(const float* __restrict__ conv_out, c
             part_o[g][j] = o_part;
             __syncthreads();
             const float o = sum4(part_o[0][j], part_o[1][j], part_o[2][j], part_o[3][j]);
-            gated_norm_store<DK>(o, cur.z, nw, eps, t, red + 2 * W, ov, out, out_sum, r, h, H_v);
+            gated_norm_store<DK>(o, cur.z, nw, eps, t, red + 2 * W, ov, out, out_sum, r, h, H_v, gx);
             cur = nxt;
         }
         float* Sh = state_of(item) + (long long)g * ROWS * DK + j;
@@ -388,22 +390,23 @@ __device__ __forceinline__ void delta_scan_body(const float* __restrict__ qk_n, 
 template <int DK>
 __device__ __forceinline__ void delta_norm_body(const float* __restrict__ o_raw, const float* __restrict__ z,
                                                 const float* __restrict__ norm_w, uint4* __restrict__ out,
-                                                float* __restrict__ out_sum, int H_v, float eps) {
+                                                float* __restrict__ out_sum, int H_v, float eps,
+                                                uint8_t* __restrict__ gx) {
     __shared__ float red[DK / 32];
     __shared__ __align__(16) float ov[DK];
     pdl_enter();
     const int h = blockIdx.x, t = threadIdx.x;
     const long long r = blockIdx.y, at = (r * H_v + h) * DK + t;
-    gated_norm_store<DK>(o_raw[at], z[at], norm_w[t], eps, t, red, ov, out, out_sum, r, h, H_v);
+    gated_norm_store<DK>(o_raw[at], z[at], norm_w[t], eps, t, red, ov, out, out_sum, r, h, H_v, gx);
 }
 
 #define DELTA(DK)                                                                                             \
     extern "C" __global__ void __launch_bounds__(4 * DK) delta_step_d##DK(                                    \
         const float* conv_out, const float* a, const float* b, const float* ssm_a, const float* dt_bias,      \
         float* S, long long slot_stride, const int* slots, const float* z, const float* norm_w, uint4* out,   \
-        float* out_sum, int H_k, int H_v, float eps, int rows_per_run, int items) {                           \
+        float* out_sum, int H_k, int H_v, float eps, int rows_per_run, int items, uint8_t* gx) {             \
         delta_body<DK>(conv_out, a, b, ssm_a, dt_bias, S, slot_stride, slots, z, norm_w, out, out_sum, H_k,   \
-                       H_v, eps, rows_per_run, items);                                                        \
+                       H_v, eps, rows_per_run, items, gx);                                                    \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(2 * DK) delta_prep_d##DK(                                    \
         const float* conv_out, const float* a, const float* b, const float* ssm_a, const float* dt_bias,      \
@@ -417,8 +420,9 @@ __device__ __forceinline__ void delta_norm_body(const float* __restrict__ o_raw,
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(DK) delta_norm_d##DK(const float* o_raw, const float* z,     \
                                                                       const float* norm_w, uint4* out,        \
-                                                                      float* out_sum, int H_v, float eps) {   \
-        delta_norm_body<DK>(o_raw, z, norm_w, out, out_sum, H_v, eps);                                        \
+                                                                      float* out_sum, int H_v, float eps,     \
+                                                                      uint8_t* gx) {                          \
+        delta_norm_body<DK>(o_raw, z, norm_w, out, out_sum, H_v, eps, gx);                                    \
     }
 DELTA(64)
 DELTA(128)

@@ -21,7 +21,6 @@
 #pragma once
 #include "mma.cuh"
 
-#define GEMM_TOKENS 64  // tokens per pass (kernels.py GEMM_TOKENS)
 #ifndef GEMM_STAGES
 #define GEMM_STAGES 2   // super-blocks in flight
 #endif
@@ -31,18 +30,7 @@
 #ifndef GEMM_FOLD_INFLIGHT
 #define GEMM_FOLD_INFLIGHT 1  // slice pairs of a folded format's unit in flight beyond the newest (registers: 8 each)
 #endif
-// The staged activations of one 64-token pass and one super-block (gemm_stage_x), GX_CHUNK bytes:
-//   [0, 32 GX_MAT)       the x matrices: slice s, term (0 lo, 1 hi) at GX_MAT (2 s + term);
-//   [GX_MIN, +3 GX_MAT)  the B of the min product (lo, mid, hi terms of the 8 group sums; k 8..15 zero);
-//   [GX_SUM, +4096)      [64 tokens][16] float slice sums (the FMA min term of Q2_K, Q4_1, Q5_1).
-// A matrix is 64 tokens x k16 fp16 (the min product's: bf16) without swizzle: token n, k half h at 128 h + 256 (n / 8) + 16 (n % 8) (the
-// wgmma descriptor's leading byte offset 128, stride byte offset 256). k half 0 holds the four b0 words of a
-// slice (quads 0..3 word x resp. z: values (v0, v2) of each quad), half 1 the b1 words (y resp. w): the k
-// order of mma_warp's B fragment.
-#define GX_MAT 2048
-#define GX_MIN (32 * GX_MAT)
-#define GX_SUM (35 * GX_MAT)
-#define GX_CHUNK (GX_SUM + GEMM_TOKENS * 16 * 4)  // 75776 (kernels.py GX_CHUNK)
+// The staged activations (GX_CHUNK bytes per pass and super-block): split.cuh.
 
 template <class F>
 struct GemmStage {
@@ -127,15 +115,16 @@ __device__ __forceinline__ bool gemm_warp_arrive(int* counter, int k, int n) {
 // s = v (first) or s + v, the 32 floats of a thread. The first is written v + -0, the same bits as v (-0 + x is x
 // for every x, signed zeros included): with an add on both paths ptxas keeps s in its registers, where a plain copy
 // cost 32 moves per unit after the paths met (gemm_body's unit loop is issue-bound).
-__device__ __forceinline__ void sum_into(float (&s)[8][4], const float (&v)[8][4], bool first) {
+template <int NJ>
+__device__ __forceinline__ void sum_into(float (&s)[NJ][4], const float (&v)[NJ][4], bool first) {
     if (first) {
 #pragma unroll
-        for (int j = 0; j < 8; j++)
+        for (int j = 0; j < NJ; j++)
 #pragma unroll
             for (int i = 0; i < 4; i++) s[j][i] = __fadd_rn(v[j][i], -0.0f);
     } else {
 #pragma unroll
-        for (int j = 0; j < 8; j++)
+        for (int j = 0; j < NJ; j++)
 #pragma unroll
             for (int i = 0; i < 4; i++) s[j][i] = __fadd_rn(s[j][i], v[j][i]);
     }
@@ -149,21 +138,24 @@ __device__ __forceinline__ void sum_into(float (&s)[8][4], const float (&v)[8][4
 #ifndef GEMM_FOLD_DEPTH
 #define GEMM_FOLD_DEPTH 3  // slabs in flight in slab_fold (32 registers each; the unit loop's are free by then)
 #endif
-__device__ __forceinline__ void slab_store(float* slab, const float (&v)[8][4]) {
+template <int NJ>  // (a 32-token GEMM's slab: its first NJ = 4 float4 of each thread)
+__device__ __forceinline__ void slab_store(float* slab, const float (&v)[NJ][4]) {
     float4* s = reinterpret_cast<float4*>(slab);
 #pragma unroll
-    for (int q = 0; q < 8; q++) s[q * MMA_THREADS + threadIdx.x] = make_float4(v[q][0], v[q][1], v[q][2], v[q][3]);
+    for (int q = 0; q < NJ; q++) s[q * MMA_THREADS + threadIdx.x] = make_float4(v[q][0], v[q][1], v[q][2], v[q][3]);
 }
-__device__ __forceinline__ void slab_load(const float* slab, float4 (&v)[8]) {
+template <int NJ>
+__device__ __forceinline__ void slab_load(const float* slab, float4 (&v)[NJ]) {
     const float4* s = reinterpret_cast<const float4*>(slab);
 #pragma unroll
-    for (int q = 0; q < 8; q++) v[q] = __ldcg(s + q * MMA_THREADS + threadIdx.x);
+    for (int q = 0; q < NJ; q++) v[q] = __ldcg(s + q * MMA_THREADS + threadIdx.x);
 }
 // v = ((slab 0 + slab 1) + slab 2) + ... + slab n - 1, with the next GEMM_FOLD_DEPTH slabs' loads in flight (a ring
 // unrolled by its depth, so that every buffer stays in registers)
-__device__ __forceinline__ void slab_fold(const float* base, int n, float (&v)[8][4]) {
+template <int NJ>
+__device__ __forceinline__ void slab_fold(const float* base, int n, float (&v)[NJ][4]) {
     constexpr int D = GEMM_FOLD_DEPTH;
-    float4 buf[D][8];
+    float4 buf[D][NJ];
 #pragma unroll
     for (int d = 0; d < D; d++)
         if (d < n) slab_load(base + (long long)d * GEMM_SLAB, buf[d]);
@@ -173,7 +165,7 @@ __device__ __forceinline__ void slab_fold(const float* base, int n, float (&v)[8
             const int k = k0 + d;
             if (k >= n) break;
 #pragma unroll
-            for (int q = 0; q < 8; q++) {
+            for (int q = 0; q < NJ; q++) {
                 const float4 c = buf[d][q];
                 if (k == 0) v[q][0] = c.x, v[q][1] = c.y, v[q][2] = c.z, v[q][3] = c.w;
                 else v[q][0] += c.x, v[q][1] += c.y, v[q][2] += c.z, v[q][3] += c.w;
@@ -233,6 +225,19 @@ __device__ unsigned long long gemm_trace[GEMM_TRACE_BLOCKS * GEMM_TRACE_SLOTS];
 #define GEMM_WARP_DONE()
 #endif
 
+// d (+)= A B over the pass's NJ token tiles: m64n64k16 (NJ = 8) or m64n32k16 (NJ = 4: passes of at most 32 rows, the
+// first 32 tokens of the same staged matrices). The same float per element either way (isa.cuh).
+template <int ACC, int NJ>
+__device__ __forceinline__ void wgmma_x(float (&d)[4 * NJ], const uint32_t (&a)[4], uint64_t desc) {
+    if constexpr (NJ == 8) wgmma64<ACC>(d, a, desc);
+    else wgmma32<ACC>(d, a, desc);
+}
+template <int ACC, int NJ>
+__device__ __forceinline__ void wgmma_min(float (&d)[4 * NJ], const uint32_t (&a)[4], uint64_t desc) {
+    if constexpr (NJ == 8) wgmma64_bf16<ACC>(d, a, desc);
+    else wgmma32_bf16<ACC>(d, a, desc);
+}
+
 // Warp w's 16-row tile in its tile group, and its matrix. One GEMM (R = 1): tile w of W. The SwiGLU (R = 2, tile
 // groups of 4 tiles): warpgroup k = w / 4 holds tiles 2k and 2k + 1 of both matrices, gate in warps 4k, 4k + 1 and
 // up in 4k + 2, 4k + 3, so that each warpgroup has the gate and up sums of its rows and settles them alone (the
@@ -258,7 +263,7 @@ __device__ __forceinline__ int gemm_mat_of(int warp) {
 // scratch: [blocks][longest part] super-block sums, [blocks][parts] part sums (each cut part or group is filed
 // under the block holding its first unit: at most one of each starts in a block and runs past it); counters:
 // [blocks][ARRIVERS] for the parts, then [blocks][ARRIVERS] for the groups (one per warp, or per warpgroup).
-template <class F, int R, class Store>
+template <class F, int R, int NJ, class Store>
 __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const uint8_t* gx, const MmaShape& sh,
                                           float* scratch, int* counters, const Store& store) {
     constexpr bool MIN_BY_MMA = F::MIN_MMA && MMA_MIN_MMA;
@@ -316,9 +321,9 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
         for (int u = u0; u < u0 + S && u < u1; u++, at.next(n_sb, groups))  // the condition inside: see `released`
             if (threadIdx.x == 0) fill_x(u, at);
     }
-    float acc[8][4], run[8][4], T[8][4], P[2][32];  // super-block, part and tile-group sums; MMA chains
+    float acc[NJ][4], run[NJ][4], T[NJ][4], P[2][4 * NJ];  // super-block, part and tile-group sums; MMA chains
 #ifdef GEMM_PROBE_NO_CUT
-    for (int j = 0; j < 8; j++)
+    for (int j = 0; j < NJ; j++)
         for (int i = 0; i < 4; i++) run[j][i] = T[j][i] = 0.0f;
 #endif
     int given0 = 0, given1 = 0;  // part sums this arriver gave the cut tile groups of its first and its last unit
@@ -360,7 +365,7 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
         // the group sums of min_fma, token tile j: tokens 8 j + 2 t, + 1
         const auto min_fmas = [&](int q, float mg, float m8) {
 #pragma unroll
-            for (int j = 0; j < 8; j++)
+            for (int j = 0; j < NJ; j++)
                 min_fma<F::SPG>(sums + (8 * j + 2 * t) * 16 + F::SPG * q, sums + (8 * j + 2 * t + 1) * 16 + F::SPG * q,
                                 mg, m8, acc[j]);
         };
@@ -380,30 +385,32 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
                 for (int si = 0; si < 2; si++) {
                     const uint64_t lo = gx_desc_add(dx, GX_MAT * (2 * (s2 + si))), hi = gx_desc_add(dx, GX_MAT * (2 * (s2 + si) + 1));
 #ifdef GEMM_PROBE_SS_A
-                    probe_wgmma64_ss(P[1], hi, lo, s2 + si != 0);  // A: another matrix of the stage
-                    probe_wgmma64_ss(P[0], lo, hi, s2 + si != 0);
-                    if (F::REM) probe_wgmma64_ss(P[0], hi, hi, true);
-                    continue;
+                    if constexpr (NJ == 8) {  // (the probe has the 64-token form only)
+                        probe_wgmma64_ss(P[1], hi, lo, s2 + si != 0);  // A: another matrix of the stage
+                        probe_wgmma64_ss(P[0], lo, hi, s2 + si != 0);
+                        if (F::REM) probe_wgmma64_ss(P[0], hi, hi, true);
+                        continue;
+                    }
 #endif
                     if (s2 + si == 0) {
-                        wgmma64<0>(P[1], a[si], lo);
-                        wgmma64<0>(P[0], a[si], hi);
+                        wgmma_x<0, NJ>(P[1], a[si], lo);
+                        wgmma_x<0, NJ>(P[0], a[si], hi);
                     } else {
-                        wgmma64<1>(P[1], a[si], lo);
-                        wgmma64<1>(P[0], a[si], hi);
+                        wgmma_x<1, NJ>(P[1], a[si], lo);
+                        wgmma_x<1, NJ>(P[0], a[si], hi);
                     }
-                    if (F::REM) wgmma64<1>(P[0], e[si], hi);
+                    if (F::REM) wgmma_x<1, NJ>(P[0], e[si], hi);
                 }
                 wgmma_commit();
                 if (s2 >= 2 * GEMM_FOLD_INFLIGHT) wgmma_wait<GEMM_FOLD_INFLIGHT>();  // (their fragments' registers stay live)
             }
-            float Pm[32];  // the min product (MIN_BY_MMA)
+            float Pm[4 * NJ];  // the min product (MIN_BY_MMA)
             if constexpr (MIN_BY_MMA) {
                 const uint32_t a[4] = {k_min_pair(scales.g, t), k_min_pair(scales.g8, t), 0u, 0u};
                 wgmma_fence();
-                wgmma64_bf16<0>(Pm, a, gx_desc_add(dx, GX_MIN));
-                wgmma64_bf16<1>(Pm, a, gx_desc_add(dx, GX_MIN + GX_MAT));
-                wgmma64_bf16<1>(Pm, a, gx_desc_add(dx, GX_MIN + 2 * GX_MAT));
+                wgmma_min<0, NJ>(Pm, a, gx_desc_add(dx, GX_MIN));
+                wgmma_min<1, NJ>(Pm, a, gx_desc_add(dx, GX_MIN + GX_MAT));
+                wgmma_min<1, NJ>(Pm, a, gx_desc_add(dx, GX_MIN + 2 * GX_MAT));
                 wgmma_commit();
             }
             wgmma_wait<0>();
@@ -411,7 +418,7 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
             F::sb_scale(raw, scales, dg, d8);
             dg *= 1.0f / SPLIT_HI_SCALE, d8 *= 1.0f / SPLIT_HI_SCALE;
 #pragma unroll
-            for (int j = 0; j < 8; j++)
+            for (int j = 0; j < NJ; j++)
 #pragma unroll
                 for (int i = 0; i < 4; i++) acc[j][i] = sb_joined(P[0][4 * j + i], P[1][4 * j + i], i < 2 ? dg : d8);
             if constexpr (F::HAS_MIN && !MIN_BY_MMA) {
@@ -424,7 +431,7 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
             }
             if constexpr (MIN_BY_MMA) {  // min_by_mma: acc -= dmin * (mins . group sums), three k16 steps
 #pragma unroll
-                for (int j = 0; j < 8; j++) {
+                for (int j = 0; j < NJ; j++) {
                     acc[j][0] = fmaf(-scales.g.dmin, Pm[4 * j + 0], acc[j][0]);
                     acc[j][1] = fmaf(-scales.g.dmin, Pm[4 * j + 1], acc[j][1]);
                     acc[j][2] = fmaf(-scales.g8.dmin, Pm[4 * j + 2], acc[j][2]);
@@ -433,14 +440,14 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
             }
         } else {  // a chain per scale group, its float scale by one FMA while the next group's chain runs
 #pragma unroll
-            for (int j = 0; j < 8; j++)
+            for (int j = 0; j < NJ; j++)
 #pragma unroll
                 for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
-            const auto scale_group = [&](int q, const float(&p)[32]) {
+            const auto scale_group = [&](int q, const float(&p)[4 * NJ]) {
                 float sg, mg, s8, m8;
                 F::scale(raw, scales, q, sg, mg, s8, m8);
 #pragma unroll
-                for (int j = 0; j < 8; j++) group_fma(&p[4 * j], sg, s8, acc[j]);
+                for (int j = 0; j < NJ; j++) group_fma(&p[4 * j], sg, s8, acc[j]);
                 if (F::HAS_MIN) min_fmas(q, mg, m8);
             };
 #pragma unroll
@@ -455,9 +462,9 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
 #pragma unroll
                 for (int si = 0; si < F::SPG; si++) {
                     const int s = grp * F::SPG + si;
-                    if (si == 0) wgmma64<0>(P[grp & 1], al[si], gx_desc_add(dx, GX_MAT * (2 * s)));  // lo first
-                    else wgmma64<1>(P[grp & 1], al[si], gx_desc_add(dx, GX_MAT * (2 * s)));
-                    wgmma64<1>(P[grp & 1], a[si], gx_desc_add(dx, GX_MAT * (2 * s + 1)));
+                    if (si == 0) wgmma_x<0, NJ>(P[grp & 1], al[si], gx_desc_add(dx, GX_MAT * (2 * s)));  // lo first
+                    else wgmma_x<1, NJ>(P[grp & 1], al[si], gx_desc_add(dx, GX_MAT * (2 * s)));
+                    wgmma_x<1, NJ>(P[grp & 1], a[si], gx_desc_add(dx, GX_MAT * (2 * s + 1)));
                 }
                 wgmma_commit();
                 if (grp > 0) {
@@ -612,7 +619,8 @@ __device__ __forceinline__ void gemm_stage_x_body(const uint4* __restrict__ xs, 
 struct GemmGemvStore {
     Segments seg;
     MmaShape sh;
-    __device__ __forceinline__ void operator()(const float (&T)[8][4], uint8_t*, int group, int tok0) const {
+    template <int NJ>
+    __device__ __forceinline__ void operator()(const float (&T)[NJ][4], uint8_t*, int group, int tok0) const {
         const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, tile = group * MMA_WARPS + (threadIdx.x >> 5);
         if (tile >= sh.n_tiles) return;
         int s = 0, t0 = 0;  // the segment holding this tile (as gemv_store finds it)
@@ -625,7 +633,7 @@ struct GemmGemvStore {
         float* y = s == 0 ? seg.y[0] : s == 1 ? seg.y[1] : s == 2 ? seg.y[2] : seg.y[3];
         const float* res = s == 0 ? seg.res : nullptr;
 #pragma unroll
-        for (int j = 0; j < 8; j++)
+        for (int j = 0; j < NJ; j++)
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 const int tok = tok0 + 8 * j + 2 * t + (i & 1), row = 16 * (tile - t0) + g + 8 * (i >> 1);
@@ -643,7 +651,9 @@ struct GemmSwigluStore {
     float* act_sum;
     int n_ff;
     MmaShape sh;
-    __device__ __forceinline__ void operator()(const float (&T)[8][4], uint8_t* xch, int group, int tok0) const {
+    uint8_t* gx_act;  // act staged for the ffn_down GEMM too (null: not)
+    template <int NJ>
+    __device__ __forceinline__ void operator()(const float (&T)[NJ][4], uint8_t* xch, int group, int tok0) const {
         constexpr int TILE = GEMM_TOKENS * 16;
         const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
         float* tiles = reinterpret_cast<float*>(xch);
@@ -653,14 +663,14 @@ struct GemmSwigluStore {
         warpgroup_sync();
         if (gemm_mat_of<2>(warp) == 1) {
 #pragma unroll
-            for (int j = 0; j < 8; j++)
+            for (int j = 0; j < NJ; j++)
 #pragma unroll
                 for (int i = 0; i < 4; i++) mine[frag_at(j, i, g, t)] = T[j][i];
         }
         warpgroup_sync();
         if (gemm_mat_of<2>(warp) == 0) {
 #pragma unroll
-            for (int j = 0; j < 8; j++)
+            for (int j = 0; j < NJ; j++)
 #pragma unroll
                 for (int i = 0; i < 4; i++) {
                     float& v = mine[frag_at(j, i, g, t)];
@@ -669,23 +679,27 @@ struct GemmSwigluStore {
         }
         warpgroup_sync();
         const int wg = warp >> 2;
-        swiglu_store<GEMM_TOKENS / 8, false, 2, 128>(tiles, TILE, group, tok0, act, act_sum, n_ff, sh, 2 * wg,
-                                                    threadIdx.x & 127);
+        swiglu_store<NJ, false, 2, 128>(tiles, TILE, group, tok0, act, act_sum, n_ff, sh, 2 * wg,
+                                                    threadIdx.x & 127, gx_act);
     }
 };
 
-#define GEMM_KERNELS(FMT, NAME)                                                                               \
-    extern "C" __global__ void __launch_bounds__(MMA_THREADS, GEMM_MIN_BLOCKS) mma_gemm_##NAME(               \
+// The kernels of one pass width: NJ = 8 token tiles (64 tokens a pass: any m), or 4 (SUFFIX _n32: one pass of at
+// most 32 rows, m64n32k16, half the MMA work of a 64-token pass; kernels.py uses it for 17..32 rows).
+#define GEMM_KERNELS_NJ(FMT, NAME, NJ, SUFFIX)                                                                \
+    extern "C" __global__ void __launch_bounds__(MMA_THREADS, GEMM_MIN_BLOCKS) mma_gemm_##NAME##SUFFIX(       \
         const uint8_t* W, const uint8_t* gx, const float* res, float* y0, int n0, float* y1, int n1, float* y2, \
         int n2, float* y3, int n3, int n_in, int m, int n_tiles, int parts, float* scratch, int* counters) {  \
         const MmaShape sh{n_in, m, n_tiles, 1, parts};                                                        \
         const uint8_t* Ws[1] = {W};                                                                           \
-        gemm_body<FMT, 1>(Ws, gx, sh, scratch, counters, GemmGemvStore{{{y0, y1, y2, y3}, {n0, n1, n2, n3}, res}, sh}); \
+        gemm_body<FMT, 1, NJ>(Ws, gx, sh, scratch, counters,                                                  \
+                              GemmGemvStore{{{y0, y1, y2, y3}, {n0, n1, n2, n3}, res}, sh});                  \
     }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(MMA_THREADS, GEMM_MIN_BLOCKS) mma_gemm_swiglu_##NAME(        \
+    extern "C" __global__ void __launch_bounds__(MMA_THREADS, GEMM_MIN_BLOCKS) mma_gemm_swiglu_##NAME##SUFFIX( \
         const uint8_t* Wg, const uint8_t* Wu, const uint8_t* gx, uint4* act, float* act_sum, int n_ff, int n_in, \
-        int m, int parts, float* scratch, int* counters) {                                                    \
+        int m, int parts, float* scratch, int* counters, uint8_t* gx_act) {                                   \
         const MmaShape sh{n_in, m, (n_ff + 15) >> 4, 1, parts};                                               \
         const uint8_t* Ws[2] = {Wg, Wu};                                                                      \
-        gemm_body<FMT, 2>(Ws, gx, sh, scratch, counters, GemmSwigluStore{act, act_sum, n_ff, sh});             \
+        gemm_body<FMT, 2, NJ>(Ws, gx, sh, scratch, counters, GemmSwigluStore{act, act_sum, n_ff, sh, gx_act}); \
     }
+#define GEMM_KERNELS(FMT, NAME) GEMM_KERNELS_NJ(FMT, NAME, 8, ) GEMM_KERNELS_NJ(FMT, NAME, 4, _n32)

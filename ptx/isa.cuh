@@ -212,5 +212,21 @@ __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sy
     }
 GEMM_WGMMA64(wgmma64, "f16.f16")
 GEMM_WGMMA64(wgmma64_bf16, "bf16.bf16")
+// The same for 32 tokens (the GEMM's passes of at most 32 rows): B the first 32 tokens of the same staged matrix (at
+// the same descriptor: tokens 0..31 lie in its first 1024 bytes), d[4 j + i] as above for token tiles j < 4. Each
+// output element the same float as in the 64-token form (the n dimension does not enter an element's arithmetic).
+#define GEMM_WGMMA32(NAME, TYPES)                                                                                  \
+    template <int ACC>                                                                                             \
+    __device__ __forceinline__ void NAME(float(&d)[16], const uint32_t(&a)[4], uint64_t desc) {                     \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"                                                   \
+                     "wgmma.mma_async.sync.aligned.m64n32k16.f32." TYPES                                           \
+                     " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}" \
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),          \
+                       "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),      \
+                       "+f"(d[14]), "+f"(d[15])                                                                    \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(ACC));                            \
+    }
+GEMM_WGMMA32(wgmma32, "f16.f16")
+GEMM_WGMMA32(wgmma32_bf16, "bf16.bf16")
 
 #endif  // QTUI_HOSTSIM

@@ -176,18 +176,6 @@ __device__ __forceinline__ uint32_t k_min_pair(const KScales& k, int t) {
     const uint32_t sel = b | (4u << 4) | ((b + 1) << 8) | (4u << 12);  // (m_2t, 0x43, m_2t+1, 0x43)
     return bf16_sub(__byte_perm(w, 0x43434343u, sel), BF16X2_128);
 }
-// (x0, x1) -> bf16x2 terms hi, mid, lo with x = hi + mid + lo to 24 bits.
-__device__ __forceinline__ void split3(float x0, float x1, uint32_t& hi, uint32_t& mid, uint32_t& lo) {
-    __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
-    float2 hf = __bfloat1622float2(h);
-    const float r0 = x0 - hf.x, r1 = x1 - hf.y;
-    __nv_bfloat162 md = __floats2bfloat162_rn(r0, r1);
-    float2 mf = __bfloat1622float2(md);
-    __nv_bfloat162 l = __floats2bfloat162_rn(r0 - mf.x, r1 - mf.y);
-    hi = *reinterpret_cast<uint32_t*>(&h);
-    mid = *reinterpret_cast<uint32_t*>(&md);
-    lo = *reinterpret_cast<uint32_t*>(&l);
-}
 
 // ---- The fp16 A fragments of the MMAs (the activations are fp16 terms: split.cuh). The quants enter as small
 // integers built by the exponent trick: (0x6400 | v) is the fp16 1024 + v (v < 1024), so one lop3 places two values
@@ -1015,10 +1003,13 @@ __device__ __forceinline__ void gemv_store(const float* tiles, int stride, int g
 // index tid, and the loop over the elements runs a count known at compile time (every thread the same): inside
 // the GEMM's unit loop a thread-dependent trip count made ptxas keep the loop's wgmma descriptors in regular
 // registers (70 R2UR and 881 instructions per unit against 710).
+// gx (the GEMM's epilogue only; null: none): act staged for the ffn_down GEMM as well (split.cuh stage_quad). A
+// thread's rounds k and k + ROUNDS / 2 hold the same (token, quad) of the warpgroup's two tiles, slices 2i and
+// 2i + 1 of one group of the min product's B: the thread adds their sums and writes that half of the word.
 template <int NT, bool SILU = true, int TILES = MMA_WARPS / 2, int THREADS = MMA_THREADS>
 __device__ __forceinline__ void swiglu_store(const float* tiles, int stride, int group, int tok0, uint4* act,
                                              float* act_sum, int n_ff, const MmaShape& sh, int w0 = 0,
-                                             int tid = threadIdx.x) {
+                                             int tid = threadIdx.x, uint8_t* gx = nullptr) {
     constexpr int TPB = MMA_WARPS / 2, TOTAL = TILES * NT * 32;
     // Per tile 4 quads per token: TILES * NT*8 * 4 threads, quads 4j..4j+3 of one slice in 4 consecutive lanes.
     const auto element = [&](int e) {
@@ -1032,14 +1023,29 @@ __device__ __forceinline__ void swiglu_store(const float* tiles, int stride, int
         }
         const bool active = tok0 + tok < sh.m && tile < sh.n_tiles;
         const long long row = min(tok0 + tok, sh.m - 1);
-        store_split(act + row * (n_ff >> 2), act_sum + row * (n_ff >> 4), 4 * min(tile, sh.n_tiles - 1) + q, active, v);
+        return store_split(act + row * (n_ff >> 2), act_sum + row * (n_ff >> 4), 4 * min(tile, sh.n_tiles - 1) + q,
+                           active, v, StagedRow{gx, n_ff, row, false});
     };
     if constexpr (SILU) {
         for (int e = tid; e < TOTAL; e += THREADS) element(e);
     } else {  // the GEMM's epilogue: rounds counted at compile time, the same in every thread
-        static_assert(TOTAL % THREADS == 0, "a whole number of rounds");
+        constexpr int ROUNDS = TOTAL / THREADS;
+        static_assert(TOTAL % THREADS == 0 && (TILES != 2 || ROUNDS % 2 == 0), "a whole number of rounds");
+        float sums[ROUNDS];
 #pragma unroll
-        for (int k = 0; k < TOTAL / THREADS; k++) element(tid + k * THREADS);
+        for (int k = 0; k < ROUNDS; k++) sums[k] = element(tid + k * THREADS);
+        if constexpr (TILES == 2) {
+            const int tile = group * TPB + w0;  // slices tile, tile + 1: half w0 / 2 of word (tile % 16) / 4
+            if (gx && (tid & 3) == 0 && tile + 1 < sh.n_tiles) {
+#pragma unroll
+                for (int k = 0; k < ROUNDS / 2; k++) {
+                    const int tok = ((tid + k * THREADS) >> 2) % (NT * 8);
+                    if (tok0 + tok < sh.m)
+                        stage_min_half(StagedRow{gx, n_ff, tok0 + tok}, tile >> 4, (tile & 15) >> 2, (w0 >> 1) & 1,
+                                       sums[k] + sums[k + ROUNDS / 2]);
+                }
+            }
+        }
     }
 }
 

@@ -3,10 +3,11 @@
 #include "common.cuh"
 #include "split.cuh"
 
-// RMSNorm of each of m rows. x: [m][n] float32; w: [n]; xs: [m][n/4] split quads; xsum: [m][n/16].
-// n % 16 == 0. Grid (m), 256 threads (thread i takes quads i, i + 256, ...).
+// RMSNorm of each of m rows. x: [m][n] float32; w: [n]; xs: [m][n/4] split quads; xsum: [m][n/16]; gx: the GEMM's
+// staged form too (split.cuh; null: not). n % 16 == 0 (with gx: % 256). Grid (m), 256 threads (thread i takes quads
+// i, i + 256, ...).
 extern "C" __global__ void rmsnorm(const float* __restrict__ x, const float* __restrict__ w, uint4* __restrict__ xs,
-                                   float* __restrict__ xsum, int n, float eps) {
+                                   float* __restrict__ xsum, int n, float eps, uint8_t* __restrict__ gx) {
     pdl_enter();
     __shared__ float scratch[33];
     const float4* xr = reinterpret_cast<const float4*>(x + (long long)blockIdx.x * n);
@@ -32,6 +33,6 @@ extern "C" __global__ void rmsnorm(const float* __restrict__ x, const float* __r
             const float4 v = xr[q], g = w4[q];
             o = make_float4(v.x / s * g.x, v.y / s * g.y, v.z / s * g.z, v.w / s * g.w);
         }
-        store_split(xs_row, sum_row, q, active, o);
+        store_split(xs_row, sum_row, q, active, o, StagedRow{gx, n, blockIdx.x});
     }
 }

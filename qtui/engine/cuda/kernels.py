@@ -71,11 +71,18 @@ def delta_step_smem_bytes(d_k: int) -> int:
 # least GEMM_MIN_ROWS rows run as gemm_stage_x + mma_gemm_* (the same bits, tests/engine/cuda/test_gemv.py);
 # QTUI_GEMM_MIN_ROWS=1000000 turns it off (A/B runs). From 17 rows (1fa24a5, H200, 4b): the 32-row step 10.8 ->
 # 8.7 ms (c = 32 2972 -> 3682 tok/s, c = 24 2564 -> 2950) against the GEMV's 32-token passes (NT = 4).
-GEMM_TOKENS = 64  # ptx/gemm.cuh GEMM_TOKENS: tokens per pass
+GEMM_TOKENS = 64  # ptx/split.cuh GEMM_TOKENS: tokens per pass
 GEMM_STAGES = int(os.environ.get("QTUI_GEMM_STAGES", "2"))  # ptx/gemm.cuh GEMM_STAGES (a variant build: its own)
-GX_MAT = 2048  # ptx/gemm.cuh GX_MAT: one staged x matrix (64 tokens x k16, bf16)
-GX_CHUNK = 37 * GX_MAT  # ptx/gemm.cuh GX_CHUNK: staged bytes of one pass and super-block
+GX_MAT = 2048  # ptx/split.cuh GX_MAT: one staged x matrix (64 tokens x k16, bf16)
+GX_CHUNK = 37 * GX_MAT  # ptx/split.cuh GX_CHUNK: staged bytes of one pass and super-block
 GEMM_MIN_ROWS = int(os.environ.get("QTUI_GEMM_MIN_ROWS", "17"))
+# Launches of at most this many rows (one pass) run the GEMM's 32-token form (mma_gemm_*_n32: m64n32k16, half the
+# MMA work of a 64-token pass for the same bits); QTUI_GEMM_NARROW_ROWS=0 turns it off (A/B runs).
+GEMM_NARROW_ROWS = int(os.environ.get("QTUI_GEMM_NARROW_ROWS", "32"))
+# The producers of a GEMM's x (rmsnorm, the delta rule, attn_combine, the SwiGLU GEMM) stage it themselves
+# (KernelTable.staged, swiglu_out), so the GEMM runs without gemm_stage_x: the same bytes (tests/engine/cuda/
+# test_staged.py). QTUI_PRODUCERS_STAGE=0: off (A/B runs).
+PRODUCERS_STAGE = os.environ.get("QTUI_PRODUCERS_STAGE", "1") != "0"
 # Up to one pass (m <= GEMM_TOKENS: decode steps) the GEMM pays only on launches of at least this many 16-row x
 # 256-value units (tile groups x 8 tiles x super-blocks): one block per SM loses to the GEMV's two on small matrices
 # (the 0.8b m = 64 step: its largest per-layer launch, qkv, has 2080 units); the 4b's per-layer matrices have 2560 -
@@ -103,14 +110,17 @@ ARGMAX_ROWS = 4096  # the last ARGMAX_ROWS counters belong to the argmax (the GE
 
 @dataclass(frozen=True, slots=True)
 class Split:
-    """An activation in the split format of ptx/split.cuh: xs [rows][n/4] uint4, xsum [rows][n/16] float."""
+    """An activation in the split format of ptx/split.cuh: xs [rows][n/4] uint4, xsum [rows][n/16] float; gx: the
+    GEMM's staged buffer its producer writes as well (KernelTable.staged; 0: none), so that a GEMM reading it
+    needs no gemm_stage_x."""
 
     xs: int
     xsum: int
     n: int
+    gx: int = 0
 
     def row(self, r: int) -> Split:
-        """The same buffer from row r on (e.g. the last prompt row for the LM head)."""
+        """The same buffer from row r on (e.g. the last prompt row for the LM head), not staged."""
         return Split(self.xs + 4 * self.n * r, self.xsum + (self.n // 16) * 4 * r, self.n)
 
 
@@ -271,6 +281,7 @@ class KernelTable:
         self.scratch = 0 if dry else int(_zeroed(SCRATCH_BYTES))
         self.counters = 0 if dry else int(_zeroed(4 * MAX_COUNTERS))
         self.gemm_x = 0 if dry else int(_zeroed(GEMM_X_BYTES))
+        self.gemm_act = 0 if dry else int(_zeroed(GEMM_X_BYTES))  # the SwiGLU GEMM stages act here (swiglu_out)
 
     def fn(self, module: str, name: str) -> Any:
         if self.dry:
@@ -355,21 +366,34 @@ class KernelTable:
         else:
             blocks = mma_launch_blocks(nt, parts, groups, passes)
             self._check_scratch(passes, groups, blocks, nt)
-        x_args: list[KernelArg] = [(self.gemm_x, P)] if gemm else [(x.xs, P), (x.xsum, P)]
+        x_args: list[KernelArg] = [(x.gx or self.gemm_x, P)] if gemm else [(x.xs, P), (x.xsum, P)]
         return _MmaPlan(gemm, nt, passes, groups, parts, blocks, x_args, m)
 
     def _mma_sites(
         self, plan: _MmaPlan, qtype: str, gemm_name: str, gemv_name: str, args: list[KernelArg], x: Split
     ) -> list[Kernel]:
-        """The launches of a plan: gemm_stage_x and the GEMM `gemm_name`, or the GEMV `gemv_name`."""
+        """The launches of a plan: gemm_stage_x and the GEMM `gemm_name` (its 32-token form up to GEMM_NARROW_ROWS
+        rows), or the GEMV `gemv_name`."""
         if plan.gemm:
             grid = (plan.blocks, 1, 1)
+            gemm_name += "_n32" if plan.m <= min(GEMM_NARROW_ROWS, 32) else ""
             gemm = self._site(f"gemv_{qtype}", gemm_name, grid, MMA_THREADS, args, shmem=gemm_smem_bytes(qtype))
+            if x.gx:  # staged by its producer (staged, swiglu_out)
+                return [gemm]
             return [self.gemm_stage(x=x, m=plan.m), gemm]
         grid = (plan.groups * plan.blocks, plan.passes, 1)
         cluster = mma_cluster(plan.blocks, grid[0] * plan.passes, plan.nt)
         shmem = mma_smem_bytes(qtype, plan.nt)
         return [self._site(f"gemv_{qtype}", gemv_name, grid, MMA_THREADS, args, shmem=shmem, cluster=cluster)]
+
+    def staged(self, x: Split, m: int) -> Split:
+        """x for a step of m rows, its producer (rmsnorm, the delta rule, attn_combine) writing the GEMM's staged
+        form too where a GEMM may read it (m >= GEMM_MIN_ROWS): the GEMM then runs without gemm_stage_x. The staged
+        buffer holds one activation at a time, so the GEMMs reading x must come before the next producer's."""
+        if not PRODUCERS_STAGE or m < GEMM_MIN_ROWS or x.n % 256:
+            return x
+        assert -(-m // GEMM_TOKENS) * (x.n // 256) * GX_CHUNK <= GEMM_X_BYTES, (m, x.n)
+        return Split(x.xs, x.xsum, x.n, self.gemm_x)
 
     def gemm_stage(self, *, x: Split, m: int) -> Kernel:
         """The GEMM's activations: x [m] split rows -> GEMM_TOKENS-token passes staged in ptx/gemm.cuh's layout in
@@ -394,12 +418,23 @@ class KernelTable:
         n_blocks = sum(-(-n // 4) for _, n in outputs)
         return self._site(f"gemv_{qtype}", f"gemv4_{qtype}_m{M}", (n_blocks, groups, 1), 128, args)
 
-    def swiglu_gemv(self, *, qtype: str, w_gate: int, w_up: int, x: Split, act: Split, m: int) -> list[Kernel]:
-        """act[m] = split(silu(x @ Wg^T) * (x @ Wu^T)) for gate and up of one tiled type (n_ff = act.n). One
-        launch, or two for the GEMM (uses_gemm)."""
-        assert qtype in MMA_TYPES and act.n % 16 == 0
+    def _swiglu_plan(self, x: Split, act: Split, m: int) -> _MmaPlan:
         groups = mma_groups(n_tiles(act.n), 2)
-        plan = self._mma_plan(m, groups, mma_blocks_per_group(groups, x.n // 256), x)
+        return self._mma_plan(m, groups, mma_blocks_per_group(groups, x.n // 256), x)
+
+    def swiglu_out(self, *, x: Split, act: Split, m: int) -> Split:
+        """act as the SwiGLU of x leaves it: staged for the ffn_down GEMM as well (in gemm_act) where the SwiGLU
+        runs as the GEMM, whose epilogue then writes both forms (ptx/mma.cuh swiglu_store)."""
+        if not PRODUCERS_STAGE or m < GEMM_MIN_ROWS or act.n % 256 or not self._swiglu_plan(x, act, m).gemm:
+            return act
+        assert -(-m // GEMM_TOKENS) * (act.n // 256) * GX_CHUNK <= GEMM_X_BYTES, (m, act.n)
+        return Split(act.xs, act.xsum, act.n, self.gemm_act)
+
+    def swiglu_gemv(self, *, qtype: str, w_gate: int, w_up: int, x: Split, act: Split, m: int) -> list[Kernel]:
+        """act[m] = split(silu(x @ Wg^T) * (x @ Wu^T)) for gate and up of one tiled type (n_ff = act.n), staged too
+        where swiglu_out says so. One launch, or two for the GEMM (uses_gemm)."""
+        assert qtype in MMA_TYPES and act.n % 16 == 0
+        plan = self._swiglu_plan(x, act, m)
         args: list[KernelArg] = [
             (w_gate, P),
             (w_up, P),
@@ -414,6 +449,8 @@ class KernelTable:
             (self.scratch, P),
             (self.counters, P),
         ]
+        if plan.gemm:
+            args.append((self.swiglu_out(x=x, act=act, m=m).gx, P))
         return self._mma_sites(plan, qtype, f"mma_gemm_swiglu_{qtype}", f"mma_swiglu_{qtype}_n{plan.nt}", args, x)
 
     def _check_scratch(self, passes: int, groups: int, blocks: int, nt: int) -> None:
@@ -447,7 +484,11 @@ class KernelTable:
     def rmsnorm(self, *, m: int, x: int, w: int, out: Split, eps: float) -> Kernel:
         """out[m] = split(x / sqrt(mean(x^2) + eps) * w), x float32 [m][n]. Grid (m), 256 threads."""
         return self._site(
-            "norms", "rmsnorm", (m, 1, 1), 256, [(x, P), (w, P), (out.xs, P), (out.xsum, P), (out.n, I32), (eps, F32)]
+            "norms",
+            "rmsnorm",
+            (m, 1, 1),
+            256,
+            [(x, P), (w, P), (out.xs, P), (out.xsum, P), (out.n, I32), (eps, F32), (out.gx, P)],
         )
 
     def split_rows(self, *, m: int, x: int, out: Split) -> Kernel:
@@ -591,7 +632,7 @@ class KernelTable:
             "attn_combine",
             (n_head, m, 1),
             hd,
-            [(part, P), (qg, P), (pos, P), (out.xs, P), (out.xsum, P), (n_head, I32), (n_pieces, I32)],
+            [(part, P), (qg, P), (pos, P), (out.xs, P), (out.xsum, P), (n_head, I32), (n_pieces, I32), (out.gx, P)],
         )
 
     # --- Gated DeltaNet (ptx/deltanet.cu) ---
@@ -669,6 +710,7 @@ class KernelTable:
             items = H_v * m
             fused: list[KernelArg] = [*gate_in, (S, P), (slot_stride, I64), (slots, P), (z, P), (norm_w, P)]
             fused += [(out.xs, P), (out.xsum, P), (H_k, I32), (H_v, I32), (eps, F32), (1, I32), (items, I32)]
+            fused += [(out.gx, P)]
             grid = (min(items, step_blocks or DELTA_STEP_BLOCKS[d_k]), 1, 1)
             return [self._site(mod, f"delta_step_d{d_k}", grid, 4 * d_k, fused, shmem=delta_step_smem_bytes(d_k))]
         assert d_k % 32 == 0 and qk_n and gates and o_raw, (d_k, qk_n, gates, o_raw)
@@ -676,6 +718,7 @@ class KernelTable:
         scan: list[KernelArg] = [(qk_n, P), (gates, P), (conv_out, P), (S, P), (slot_stride, I64), (slots, P)]
         scan += [(o_raw, P), (H_k, I32), (H_v, I32), (run, I32)]
         norm: list[KernelArg] = [(o_raw, P), (z, P), (norm_w, P), (out.xs, P), (out.xsum, P), (H_v, I32), (eps, F32)]
+        norm += [(out.gx, P)]
         return [
             self._site(mod, f"delta_prep_d{d_k}", (H_k, m, 1), 2 * d_k, prep),
             self._site(mod, f"delta_scan_d{d_k}", (H_v * d_k // 8, m // run, 1), 32, scan),

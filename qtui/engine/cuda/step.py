@@ -124,22 +124,24 @@ def build_step(
     emb = W.matrices["token_embd.weight"]
     ks = [kt.embed(qtype=emb.qtype, m=m, table=emb.ptr, tokens=A.tokens(), out=A["h"], n_embd=D)]
     gdn_i = attn_i = 0
+    xn = kt.staged(A.split("xn"), m)  # (each GEMM reads x before the next producer writes the staged buffer)
     for i in range(cfg.n_layer):
         p = f"blk.{i}."
-        ks.append(kt.rmsnorm(m=m, x=A["h"], w=W.vectors[p + "attn_norm.weight"], out=A.split("xn"), eps=eps))
+        ks.append(kt.rmsnorm(m=m, x=A["h"], w=W.vectors[p + "attn_norm.weight"], out=xn, eps=eps))
         if cfg.recurrent[i]:
             ks += _gdn(kt, cfg, W, A, pools, m, i, gdn_i, run)
             gdn_i += 1
         else:
             ks += _attention(kt, cfg, W, A, pools, m, i, attn_i, max_ctx)
             attn_i += 1
-        ks.append(kt.rmsnorm(m=m, x=A["h"], w=W.vectors[p + "post_attention_norm.weight"], out=A.split("xn"), eps=eps))
+        ks.append(kt.rmsnorm(m=m, x=A["h"], w=W.vectors[p + "post_attention_norm.weight"], out=xn, eps=eps))
         ks += _ffn(kt, cfg, W, A, m, p)
     if head != "none":
         out = W.matrices["token_embd.weight" if cfg.tied_embeddings else "output.weight"]
         rows, h_row = (m, A["h"]) if head == "all" else (1, A["h"] + (m - 1) * D * F32_BYTES)
-        ks.append(kt.rmsnorm(m=rows, x=h_row, w=W.vectors["output_norm.weight"], out=A.split("xn"), eps=eps))
-        ks += kt.gemv(qtype=out.qtype, w=out.ptr, x=A.split("xn"), outputs=[(A["logits"], cfg.n_vocab)], m=rows)
+        xh = kt.staged(A.split("xn"), rows)
+        ks.append(kt.rmsnorm(m=rows, x=h_row, w=W.vectors["output_norm.weight"], out=xh, eps=eps))
+        ks += kt.gemv(qtype=out.qtype, w=out.ptr, x=xh, outputs=[(A["logits"], cfg.n_vocab)], m=rows)
         ks.append(kt.argmax(m=rows, logits=A["logits"], tokens=int(A.out_tokens), n=cfg.n_vocab))
     return ks
 
@@ -149,7 +151,7 @@ def _projections(kt: KernelTable, W: DeviceWeights, A: Activations, m: int, laye
     ks: list[Kernel] = []
     for g in W.group(layer, first):
         outputs = [(A[PROJECTION_OUT[n.split(".")[2]]], W.matrices[n].n_out) for n in g.members]
-        ks += kt.gemv(qtype=g.qtype, w=g.ptr, x=A.split("xn"), outputs=outputs, m=m)
+        ks += kt.gemv(qtype=g.qtype, w=g.ptr, x=kt.staged(A.split("xn"), m), outputs=outputs, m=m)
     return ks
 
 
@@ -168,7 +170,7 @@ def _gdn(
     M, V, p = W.matrices, W.vectors, f"blk.{layer}."
     conv_base = int(pools.conv) + F32_BYTES * li * pools.conv_layer
     s_base = int(pools.S) + F32_BYTES * li * pools.s_layer
-    out = M[p + "ssm_out.weight"]
+    out, o2 = M[p + "ssm_out.weight"], kt.staged(A.split("o2"), m)
     return _projections(kt, W, A, m, layer, "attn_qkv") + [
         kt.conv_step_silu(
             m=m,
@@ -195,7 +197,7 @@ def _gdn(
             slots=A.slots(),
             z=A["z"],
             norm_w=V[p + "ssm_norm.weight"],
-            out=A.split("o2"),
+            out=o2,
             H_k=cfg.ssm_n_group,
             H_v=cfg.ssm_dt_rank,
             eps=cfg.rms_eps,
@@ -204,7 +206,7 @@ def _gdn(
             gates=A["gates"],
             o_raw=A["o_raw"],
         ),
-        *kt.gemv(qtype=out.qtype, w=out.ptr, x=A.split("o2"), outputs=[(A["h"], cfg.n_embd)], m=m, res=A["h"]),
+        *kt.gemv(qtype=out.qtype, w=out.ptr, x=o2, outputs=[(A["h"], cfg.n_embd)], m=m, res=A["h"]),
     ]
 
 
@@ -225,7 +227,7 @@ def _attention(
     k_base = int(pools.k) + F32_BYTES * li * pools.kv_layer
     v_base = int(pools.v) + F32_BYTES * li * pools.kv_layer
     n_pieces = (max_ctx + ATTN_PIECE - 1) // ATTN_PIECE
-    out = M[p + "attn_output.weight"]
+    out, att = M[p + "attn_output.weight"], kt.staged(A.split("att"), m)
     return _projections(kt, W, A, m, layer, "attn_q") + [
         kt.qk_norm_rope_store(
             m=m,
@@ -262,10 +264,8 @@ def _attention(
             hd=hd,
             n_pieces=n_pieces,
         ),
-        kt.attn_combine(
-            m=m, part=A["part"], qg=A["qg"], pos=A.pos(), out=A.split("att"), n_head=nh, hd=hd, n_pieces=n_pieces
-        ),
-        *kt.gemv(qtype=out.qtype, w=out.ptr, x=A.split("att"), outputs=[(A["h"], cfg.n_embd)], m=m, res=A["h"]),
+        kt.attn_combine(m=m, part=A["part"], qg=A["qg"], pos=A.pos(), out=att, n_head=nh, hd=hd, n_pieces=n_pieces),
+        *kt.gemv(qtype=out.qtype, w=out.ptr, x=att, outputs=[(A["h"], cfg.n_embd)], m=m, res=A["h"]),
     ]
 
 
@@ -273,9 +273,10 @@ def _ffn(kt: KernelTable, cfg: Qwen35Config, W: DeviceWeights, A: Activations, m
     """SwiGLU MLP: gate and up in one launch when they share a tiled type, residual add fused into ffn_down."""
     M = W.matrices
     gate, up, down = M[p + "ffn_gate.weight"], M[p + "ffn_up.weight"], M[p + "ffn_down.weight"]
-    x, act = A.split("xn"), A.split("act")
+    x, act = kt.staged(A.split("xn"), m), A.split("act")
     if gate.qtype == up.qtype and gate.qtype in MMA_TYPES:
         first = kt.swiglu_gemv(qtype=gate.qtype, w_gate=gate.ptr, w_up=up.ptr, x=x, act=act, m=m)
+        act = kt.swiglu_out(x=x, act=act, m=m)  # (staged by the SwiGLU GEMM for ffn_down's)
     else:
         first = [
             *kt.gemv(qtype=gate.qtype, w=gate.ptr, x=x, outputs=[(A["g"], cfg.n_ff)], m=m),

@@ -63,6 +63,13 @@ class Gpu(DeviceHelpers):
         self.drv.sync(self.stream)
         return xs, xsum
 
+    def get_bytes(self, ptr: int, nbytes: int) -> np.ndarray:
+        """nbytes of device memory at a raw pointer (e.g. the KernelTable's own buffers)."""
+        out = np.empty(nbytes, np.uint8)
+        self.drv.check(self.drv._cu().cuMemcpyDtoHAsync(out.ctypes.data, ptr, nbytes, self.stream), "DtoH")
+        self.drv.sync(self.stream)
+        return out
+
     def run(self, *kernels) -> None:
         """Launch each kernel (or list of kernels: a GEMV site of two launches) in order, then sync."""
         for k in kernels:

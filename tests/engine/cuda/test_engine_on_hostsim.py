@@ -85,3 +85,34 @@ def test_simulated_chunked_prefill_is_bitwise_token_by_token(engine):
     fed = test_prefill._one_by_one(engine, b, prompt)
     engine.free_slot(a), engine.free_slot(b)
     assert np.array_equal(chunked.view(np.uint32), fed.view(np.uint32))
+
+
+def test_simulated_prefill_through_gemms_staged_by_their_producers(sim_driver, make_model, monkeypatch):
+    """Prefill chunks of 20 rows through the GEMM (forced here: GEMM_DECODE_MIN_UNITS 0), which reads x as its
+    producer staged it (rmsnorm, the delta rule, attn_combine, the SwiGLU GEMM's epilogue): no gemm_stage_x at
+    all, and bitwise the tokens fed one by one (m = 1: the GEMVs on the split rows)."""
+    from qtui.engine.cuda import kernels
+    from qtui.engine.cuda.engine import CudaEngine
+    from qtui.model.gguf_file import GGUFModel
+
+    monkeypatch.setattr(kernels, "GEMM_DECODE_MIN_UNITS", 0)
+    gemms: list[tuple[int, bool]] = []  # (rows, staged by its producer) of each GEMM site built
+    sites = kernels.KernelTable._mma_sites
+
+    def spy(self, plan, qtype, gemm_name, gemv_name, args, x):
+        if plan.gemm:
+            gemms.append((plan.m, bool(x.gx)))
+        return sites(self, plan, qtype, gemm_name, gemv_name, args, x)
+
+    monkeypatch.setattr(kernels.KernelTable, "_mma_sites", spy)
+    model = GGUFModel.open(make_model("tiny-tiled", "q4_k_m"))
+    eng = CudaEngine(model, max_slots=2, max_context=64, progress=False, prefill_chunk=20)
+    try:
+        prompt = test_prefill._prompt(eng, 41)  # 20 + 20 + 1
+        a, b = eng.alloc_slot(), eng.alloc_slot()
+        chunked = eng.prefill_logits(a, prompt)
+        fed = test_prefill._one_by_one(eng, b, prompt)
+    finally:
+        eng.close()
+    assert np.isfinite(chunked).all() and np.array_equal(chunked.view(np.uint32), fed.view(np.uint32))
+    assert gemms and all(staged for _, staged in gemms), gemms  # every GEMM of the 20-row chunks read x as staged

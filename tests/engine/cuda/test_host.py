@@ -193,13 +193,16 @@ def test_gemv_sites_choose_kernels_by_type_and_rows(monkeypatch):
         for m, passes in ((17, 1), (32, 1), (33, 1), (64, 1), (65, 2), (256, 4)):
             stage, k = kt.gemv(qtype=qtype, w=1, x=x, outputs=[(3, 2560)], m=m, res=3)
             assert stage.name == "gemm_stage_x" and stage.grid == (passes, 36, 5) and stage.pdl
-            assert k.name == f"mma_gemm_{qtype}" and k.grid == (132, 1, 1) and k.block == 256 and k.pdl
+            assert k.name == f"mma_gemm_{qtype}" + ("_n32" if m <= 32 else "") and k.grid == (132, 1, 1)
+            assert k.block == 256 and k.pdl
             assert k.shmem == kernels.gemm_smem_bytes(qtype) <= 227 << 10 and int(k.cells[-3][0]) == parts
         (k,) = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=3)
         assert k.name == f"mma_swiglu_{qtype}_n1" and k.grid == (144 * mma_blocks_per_group(144, 10), 1, 1)
         stage, k = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=64)
-        assert k.name == f"mma_gemm_swiglu_{qtype}" and int(k.cells[-3][0]) == mma_blocks_per_group(144, 10)
+        assert k.name == f"mma_gemm_swiglu_{qtype}" and int(k.cells[-4][0]) == mma_blocks_per_group(144, 10)
         assert k.grid == (132, 1, 1)  # 1440 units shared out: 11 + GEMM_CUT_UNITS per SM against 2 waves of 10
+        stage, k = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=20)
+        assert k.name == f"mma_gemm_swiglu_{qtype}_n32" and stage.grid == (1, 10, 5)  # the 32-token form
     small = Split(1, 2, 1024)  # 0.8b ffn down shape (64 tiles, 14 super-blocks): 896 units, the GEMV up to one pass
     for m, want in ((17, 1), (33, 1), (64, 1), (65, 2), (256, 2)):
         assert len(kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 3584), outputs=[(3, 1024)], m=m)) == want
@@ -208,6 +211,9 @@ def test_gemv_sites_choose_kernels_by_type_and_rows(monkeypatch):
     assert not kernels.uses_gemm(16, 10**6, 64) and kernels.uses_gemm(17, 40, 8)
     (k,) = kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 3584), outputs=[(3, 1024)], m=32)  # small: the GEMV's NT = 4
     assert k.name == "mma_gemv_q4_k_n4"
+    monkeypatch.setattr(kernels, "GEMM_NARROW_ROWS", 0)  # QTUI_GEMM_NARROW_ROWS=0: the 64-token form from 17 rows
+    (_, k) = kt.gemv(qtype="q4_k", w=1, x=x, outputs=[(3, 2560)], m=17, res=3)
+    assert k.name == "mma_gemm_q4_k"
     monkeypatch.setattr(kernels, "GEMM_MIN_ROWS", 1 << 20)  # QTUI_GEMM_MIN_ROWS: the GEMM off
     (k,) = kt.gemv(qtype="q4_k", w=1, x=x, outputs=[(3, 2560)], m=256, res=3)
     assert k.name == "mma_gemv_q4_k_n4" and k.grid == (20, 8, 1)  # 160 blocks: 61 % of 264 slots, serial
@@ -259,3 +265,29 @@ def test_bench_runs_on_the_cpu_engine_and_prints_the_ladder(tiny_gguf):
 
     ratios = [ln.split()[-1] for ln in bench_compare.compare([result, result]).splitlines()[1:]]
     assert len(ratios) >= 5 and set(ratios) == {"1.000x"}
+
+
+def test_producers_stage_the_gemm_x_where_a_gemm_reads_it(monkeypatch):
+    """KernelTable.staged / swiglu_out: from GEMM_MIN_ROWS rows an x of whole super-blocks is staged by its producer
+    (into gemm_x; the SwiGLU GEMM's act into gemm_act), and a GEMM reading it has no gemm_stage_x and reads that
+    buffer; fewer rows, a GEMV SwiGLU, or QTUI_PRODUCERS_STAGE=0 leave x as it was (the GEMM then stages it)."""
+    kt = KernelTable(dry=True)
+    kt.gemm_x, kt.gemm_act = 1 << 40, 1 << 41  # (no buffers: only the arguments are looked at)
+    x, act = Split(1 << 20, 1 << 21, 2560), Split(1 << 22, 1 << 23, 9216)
+    assert kt.staged(x, 16) == x and kt.staged(Split(1, 2, 2560 + 16), 64).gx == 0
+    for m in (17, 64, 256):
+        xs = kt.staged(x, m)
+        assert xs.gx == kt.gemm_x and (xs.xs, xs.xsum, xs.n) == (x.xs, x.xsum, x.n)
+        (k,) = kt.gemv(qtype="q4_k", w=1, x=xs, outputs=[(3, 9216)], m=m)  # the GEMM alone
+        assert k.name.startswith("mma_gemm_q4_k") and int(k.cells[1][0]) == kt.gemm_x
+        stage, k = kt.gemv(qtype="q4_k", w=1, x=x, outputs=[(3, 9216)], m=m)  # not staged: restaged first
+        assert stage.name == "gemm_stage_x" and int(k.cells[1][0]) == kt.gemm_x
+        sw = kt.swiglu_gemv(qtype="q4_k", w_gate=1, w_up=2, x=xs, act=act, m=m)
+        assert len(sw) == 1 and sw[0].name.startswith("mma_gemm_swiglu_q4_k") and int(sw[0].cells[-1][0]) == kt.gemm_act
+        down = kt.swiglu_out(x=xs, act=act, m=m)
+        assert down.gx == kt.gemm_act
+        (k,) = kt.gemv(qtype="q6_k", w=1, x=down, outputs=[(3, 2560)], m=m)
+        assert k.name.startswith("mma_gemm_q6_k") and int(k.cells[1][0]) == kt.gemm_act
+    assert kt.swiglu_out(x=x, act=act, m=3) == act  # the GEMV SwiGLU stages nothing
+    monkeypatch.setattr(kernels, "PRODUCERS_STAGE", False)
+    assert kt.staged(x, 64) == x and kt.swiglu_out(x=x, act=act, m=64) == act

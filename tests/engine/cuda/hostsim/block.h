@@ -41,6 +41,7 @@ struct SimBlock {
         double (*value)(uint16_t);
         std::array<uint32_t, 4> a;
         int group;
+        int n;  // tokens: 64, or 32 (m64n32k16)
     };
     dim3 idx;
     int n = 0, cur = -1, rank = 0;  // threads, the running one, rank in the cluster
@@ -133,6 +134,11 @@ inline T sim_shuffle(T v, int src_lane) {  // 32- and 64-bit values (a 64-bit sh
 template <class T>
 inline T __shfl_xor_sync(unsigned, T v, int mask) {
     return sim_shuffle(v, (sim_tid() & 31) ^ mask);
+}
+template <class T>
+inline T __shfl_down_sync(unsigned, T v, unsigned delta) {  // lanes past 31 read their own value, as on the GPU
+    const int lane = sim_tid() & 31;
+    return sim_shuffle(v, lane + (int)delta < 32 ? lane + (int)delta : lane);
 }
 template <class T>
 inline T __shfl_sync(unsigned, T v, int src) {

@@ -53,6 +53,7 @@ class SimGpu(DeviceHelpers):
         kt.scratch = int(self._alloc(kernels.SCRATCH_BYTES))
         kt.counters = int(self._alloc(4 * kernels.MAX_COUNTERS))
         kt.gemm_x = int(self._alloc(kernels.GEMM_X_BYTES))
+        kt.gemm_act = int(self._alloc(kernels.GEMM_X_BYTES))
         self.kt = kt
 
     def _alloc(self, nbytes: int) -> SimBuffer:
@@ -68,6 +69,9 @@ class SimGpu(DeviceHelpers):
 
     def get(self, buf, shape, dtype=np.float32) -> np.ndarray:
         return host_view(int(buf), dtype, shape).copy()
+
+    def get_bytes(self, ptr: int, nbytes: int) -> np.ndarray:
+        return host_view(ptr, np.uint8, (nbytes,)).copy()
 
     def get_split(self, sp, rows: int):
         xs = host_view(sp.xs, np.uint32, (rows, sp.n // 4, 4)).copy()

@@ -133,7 +133,7 @@ inline float ld_cluster(const float* local, uint32_t rank) {
     return v;
 }
 
-// ---- wgmma m64n64k16, A from registers (warp w of the warpgroup: rows 16 w .. 16 w + 15, mma.sync's layout),
+// ---- wgmma m64n64k16 (and m64n32k16: tokens 0..31), A from registers (warp w of the warpgroup: rows 16 w .. 16 w + 15, mma.sync's layout),
 // B [k16][n64] in shared memory at a descriptor without swizzle, K-major: element (k, n) at start + LBO (k / 8)
 // + SBO (n / 8) + 16 (n % 8) + 2 (k % 8). d[4 j + i]: row 16 w + g + 8 (i / 2), token 8 j + 2 t + i % 2.
 // Asynchronous as on the GPU: an issued wgmma takes its A registers and leaves d alone; a commit closes the thread's
@@ -142,11 +142,11 @@ inline float ld_cluster(const float* local, uint32_t rank) {
 // shows as wrong sums. ----
 inline void wgmma_fence() {}
 inline void wgmma_commit() { g_block->commits[sim_tid()]++; }
-template <double (*VALUE)(uint16_t), int ACC>
-inline void sim_wgmma64(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {
+template <double (*VALUE)(uint16_t), int ACC, int N>
+inline void sim_wgmma(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc) {  // m64nNk16: N tokens
     const int tid = sim_tid();
     if (desc >> 62) __trap();  // a swizzle mode: not what gemm.cuh stages
-    g_block->wgmma[tid].push_back({d, ACC != 0, desc, VALUE, {a[0], a[1], a[2], a[3]}, g_block->commits[tid]});
+    g_block->wgmma[tid].push_back({d, ACC != 0, desc, VALUE, {a[0], a[1], a[2], a[3]}, g_block->commits[tid], N});
 }
 template <int N>
 inline void wgmma_wait() {
@@ -164,9 +164,9 @@ inline void wgmma_wait() {
             const SimBlock::Wgmma& op = mine[o];
             const uint32_t start = (uint32_t)(op.desc & 0x3FFF) << 4, lbo = (uint32_t)((op.desc >> 16) & 0x3FFF) << 4,
                            sbo = (uint32_t)((op.desc >> 32) & 0x3FFF) << 4;
-            double Bm[16][64];
+            double Bm[16][64] = {};  // tokens op.n .. 63 zero (read of an m64n32k16: none)
             for (int k = 0; k < 16; k++)
-                for (int n = 0; n < 64; n++) {
+                for (int n = 0; n < op.n; n++) {
                     const uint32_t at = start + lbo * (k >> 3) + sbo * (n >> 3) + 16 * (n & 7) + 2 * (k & 7);
                     if (at + 2 > B.smem_bytes) __trap();
                     uint16_t bits;
@@ -190,7 +190,7 @@ inline void wgmma_wait() {
     }
     for (size_t o = 0; o < done; o++) {
         const SimBlock::Wgmma& op = mine[o];
-        for (int j = 0; j < 8; j++)
+        for (int j = 0; j < op.n / 8; j++)
             for (int i = 0; i < 4; i++) {
                 const double s = P.d[(o * 64 + 16 * w + g + 8 * (i >> 1)) * 64 + 8 * j + 2 * t + (i & 1)];
                 op.d[4 * j + i] = op.acc ? (float)((double)op.d[4 * j + i] + s) : (float)s;
@@ -201,9 +201,17 @@ inline void wgmma_wait() {
 }
 template <int ACC>
 inline void wgmma64(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {  // fp16: the x products
-    sim_wgmma64<sim_f16, ACC>(d, a, desc);
+    sim_wgmma<sim_f16, ACC, 64>(d, a, desc);
 }
 template <int ACC>
 inline void wgmma64_bf16(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {  // bf16: the min product
-    sim_wgmma64<sim_bf16, ACC>(d, a, desc);
+    sim_wgmma<sim_bf16, ACC, 64>(d, a, desc);
+}
+template <int ACC>
+inline void wgmma32(float (&d)[16], const uint32_t (&a)[4], uint64_t desc) {  // 32 tokens
+    sim_wgmma<sim_f16, ACC, 32>(d, a, desc);
+}
+template <int ACC>
+inline void wgmma32_bf16(float (&d)[16], const uint32_t (&a)[4], uint64_t desc) {
+    sim_wgmma<sim_bf16, ACC, 32>(d, a, desc);
 }
