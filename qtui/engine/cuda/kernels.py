@@ -396,7 +396,7 @@ class KernelTable:
         return Split(x.xs, x.xsum, x.n, self.gemm_x)
 
     def gemm_stage(self, *, x: Split, m: int) -> Kernel:
-        """The GEMM's activations: x [m] split rows -> GEMM_TOKENS-token passes staged in ptx/gemm.cuh's layout in
+        """The GEMM's activations: x [m] split rows -> GEMM_TOKENS-token passes staged in ptx/split.cuh's layout in
         the table's gemm_x buffer. Grid (passes, super-blocks, 5), 256 threads."""
         passes, n_sb = -(-m // GEMM_TOKENS), x.n // 256
         assert passes * n_sb * GX_CHUNK <= GEMM_X_BYTES, (m, x.n)
