@@ -92,6 +92,8 @@ GEMM_DECODE_MIN_UNITS = int(os.environ.get("QTUI_GEMM_DECODE_MIN_UNITS", "2560")
 GEMM_RESIDENT_BLOCKS = int(os.environ.get("QTUI_GEMM_RESIDENT_BLOCKS", "132"))
 GEMM_CUT_UNITS = int(os.environ.get("QTUI_GEMM_CUT_UNITS", "8"))  # gemm_blocks' cost of cutting, in units
 GEMM_X_BYTES = 32 << 20  # the staged activations of one GEMM (256 rows x K 16384 fit)
+
+
 MMA_MAX_CLUSTER = 16  # blocks of a thread-block cluster on sm_90 (above 8 with the non-portable size allowed)
 MMA_RESIDENT_BLOCKS = 2 * 132  # GEMV blocks resident at once on the H200 (2 per SM: 128 registers per thread)
 FMA_BUCKETS = (1, 2, 4, 8, 16)  # the M instantiations of the float-type FMA kernels (ptx/gemv.cuh)
@@ -187,6 +189,11 @@ def gemm_blocks(passes: int, groups: int, n_sb: int, parts: int) -> int:
         return whole
     fit = SCRATCH_BYTES // (4 * gemm_scratch_floats(n_sb, parts))
     return max(1, min(GEMM_RESIDENT_BLOCKS, units, fit))
+
+
+def gx_bytes(m: int, n: int) -> int:
+    """Bytes of m rows of width n staged for the GEMM (ptx/split.cuh: a chunk per 64-token pass and super-block)."""
+    return -(-m // GEMM_TOKENS) * (n // 256) * GX_CHUNK
 
 
 def gemm_scratch_floats(n_sb: int, parts: int) -> int:
@@ -390,16 +397,20 @@ class KernelTable:
         """x for a step of m rows, its producer (rmsnorm, the delta rule, attn_combine) writing the GEMM's staged
         form too where a GEMM may read it (m >= GEMM_MIN_ROWS): the GEMM then runs without gemm_stage_x. The staged
         buffer holds one activation at a time, so the GEMMs reading x must come before the next producer's."""
+        return self._staged_into(x, m, self.gemm_x)
+
+    def _staged_into(self, x: Split, m: int, buf: int) -> Split:
+        """x marked as staged into buf by its producer, where that is on and x is whole super-blocks; else x."""
         if not PRODUCERS_STAGE or m < GEMM_MIN_ROWS or x.n % 256:
             return x
-        assert -(-m // GEMM_TOKENS) * (x.n // 256) * GX_CHUNK <= GEMM_X_BYTES, (m, x.n)
-        return Split(x.xs, x.xsum, x.n, self.gemm_x)
+        assert gx_bytes(m, x.n) <= GEMM_X_BYTES, (m, x.n)
+        return Split(x.xs, x.xsum, x.n, buf)
 
     def gemm_stage(self, *, x: Split, m: int) -> Kernel:
         """The GEMM's activations: x [m] split rows -> GEMM_TOKENS-token passes staged in ptx/split.cuh's layout in
         the table's gemm_x buffer. Grid (passes, super-blocks, 5), 256 threads."""
         passes, n_sb = -(-m // GEMM_TOKENS), x.n // 256
-        assert passes * n_sb * GX_CHUNK <= GEMM_X_BYTES, (m, x.n)
+        assert gx_bytes(m, x.n) <= GEMM_X_BYTES, (m, x.n)
         args: list[KernelArg] = [(x.xs, P), (x.xsum, P), (self.gemm_x, P), (x.n, I32), (m, I32)]
         return self._site("gemm_stage", "gemm_stage_x", (passes, n_sb, 5), 256, args)
 
@@ -425,10 +436,7 @@ class KernelTable:
     def swiglu_out(self, *, x: Split, act: Split, m: int) -> Split:
         """act as the SwiGLU of x leaves it: staged for the ffn_down GEMM as well (in gemm_act) where the SwiGLU
         runs as the GEMM, whose epilogue then writes both forms (ptx/mma.cuh swiglu_store)."""
-        if not PRODUCERS_STAGE or m < GEMM_MIN_ROWS or act.n % 256 or not self._swiglu_plan(x, act, m).gemm:
-            return act
-        assert -(-m // GEMM_TOKENS) * (act.n // 256) * GX_CHUNK <= GEMM_X_BYTES, (m, act.n)
-        return Split(act.xs, act.xsum, act.n, self.gemm_act)
+        return self._staged_into(act, m, self.gemm_act) if self._swiglu_plan(x, act, m).gemm else act
 
     def swiglu_gemv(self, *, qtype: str, w_gate: int, w_up: int, x: Split, act: Split, m: int) -> list[Kernel]:
         """act[m] = split(silu(x @ Wg^T) * (x @ Wu^T)) for gate and up of one tiled type (n_ff = act.n), staged too
@@ -449,8 +457,8 @@ class KernelTable:
             (self.scratch, P),
             (self.counters, P),
         ]
-        if plan.gemm:
-            args.append((self.swiglu_out(x=x, act=act, m=m).gx, P))
+        if plan.gemm:  # (swiglu_out's act)
+            args.append((self._staged_into(act, m, self.gemm_act).gx, P))
         return self._mma_sites(plan, qtype, f"mma_gemm_swiglu_{qtype}", f"mma_swiglu_{qtype}_n{plan.nt}", args, x)
 
     def _check_scratch(self, passes: int, groups: int, blocks: int, nt: int) -> None:

@@ -36,16 +36,15 @@ TOKEN_OF_BYTE = _token_of_byte()
 def staged_out(gpu, m: int, n: int) -> tuple[Split, int]:
     """A poisoned split buffer for m rows of width n, and a poisoned staged buffer of its own (0xFF bytes)."""
     sp = gpu.split_buffer(m, n)
-    gx = gpu.put(np.full(-(-m // GEMM_TOKENS) * (n // 256) * GX_CHUNK, 0xFF, np.uint8))
+    gx = gpu.put(np.full(kernels.gx_bytes(m, n), 0xFF, np.uint8))
     return Split(sp.xs, sp.xsum, n, int(gx)), int(gx)
 
 
 def assert_staged_as_gemm_stage_x(gpu, sp: Split, m: int) -> None:
     """sp.gx (written by its producer) holds gemm_stage_x's bytes of sp's rows 0..m-1 and nothing else."""
-    chunks = -(-m // GEMM_TOKENS) * (sp.n // 256)
-    got = gpu.get_bytes(sp.gx, chunks * GX_CHUNK).reshape(-1, sp.n // 256, GX_CHUNK)
+    got = gpu.get_bytes(sp.gx, kernels.gx_bytes(m, sp.n)).reshape(-1, sp.n // 256, GX_CHUNK)
     gpu.run(gpu.kt.gemm_stage(x=Split(sp.xs, sp.xsum, sp.n), m=m))
-    want = gpu.get_bytes(gpu.kt.gemm_x, chunks * GX_CHUNK).reshape(got.shape)
+    want = gpu.get_bytes(gpu.kt.gemm_x, got.size).reshape(got.shape)
     for p in range(got.shape[0]):
         rows = TOKEN_OF_BYTE >= 0
         rows &= TOKEN_OF_BYTE < m - p * GEMM_TOKENS  # the step's rows in this pass
