@@ -80,38 +80,6 @@ struct UnitPos {
     }
 };
 
-// The warpgroup adds k arrivals to `counter` (of n in all): true in the warpgroup whose arrivals complete it (which
-// resets it for the next launch). Its threads' stores before it are released, the other arrivals' acquired (as
-// arrive_release_acquire does for a block, behind a named barrier of the warpgroup's 128 threads).
-__device__ __forceinline__ bool gemm_warpgroup_arrive(int* counter, int k, int n) {
-    __shared__ int last[MMA_WARPS / 4];
-    const int wg = threadIdx.x >> 7;
-    warpgroup_sync();
-    if ((threadIdx.x & 127) == 0) {
-        last[wg] = add_release_acquire(counter, k) + k == n;
-        if (last[wg]) *counter = 0;
-    }
-    warpgroup_sync();
-    // read as lane 0's value: ptxas then knows it is the same in the whole warp, and the fold loops it guards stay
-    // uniform branches (read as last[wg], with wg from threadIdx, it was not: ptxas then kept the unit loop's wgmma
-    // descriptors in regular registers, 88 R2UR against 21)
-    return __shfl_sync(0xffffffffu, last[wg], 0);
-}
-
-// The warp adds k arrivals to `counter` (of n in all): true in the warp whose arrivals complete it (which resets it).
-// As gemm_warpgroup_arrive at warp scope: its lanes' stores before it released, the other warps' acquired.
-__device__ __forceinline__ bool gemm_warp_arrive(int* counter, int k, int n) {
-    __syncwarp();
-    int last = 0;
-    if ((threadIdx.x & 31) == 0) {
-        last = add_release_acquire(counter, k) + k == n;
-        if (last) *counter = 0;
-    }
-    last = __shfl_sync(0xffffffffu, last, 0);
-    __syncwarp();
-    return last;
-}
-
 // s = v (first) or s + v, the 32 floats of a thread. The first is written v + -0, the same bits as v (-0 + x is x
 // for every x, signed zeros included): with an add on both paths ptxas keeps s in its registers, where a plain copy
 // cost 32 moves per unit after the paths met (gemm_body's unit loop is issue-bound).
@@ -132,48 +100,28 @@ __device__ __forceinline__ void sum_into(float (&s)[NJ][4], const float (&v)[NJ]
 
 // A thread's 32 accumulator floats in a slab of scratch: float4 q (floats 4q .. 4q + 3) of thread i at q * MMA_THREADS
 // + i (coalesced 16-byte accesses: 8 per slab and thread, where 4-byte ones took 32: fewer instructions in the unit
-// loop's stores; the folds after the range gained less, their time is mostly barriers and fences, PERF.md "The cut
-// folds' loads").
+// loop's stores; the fold launch reads float4 q of every thread of a slab as one coalesced 4 KB).
 #define GEMM_SLAB (32 * MMA_THREADS)
-#ifndef GEMM_FOLD_DEPTH
-#define GEMM_FOLD_DEPTH 3  // slabs in flight in slab_fold (32 registers each; the unit loop's are free by then)
-#endif
 template <int NJ>  // (a 32-token GEMM's slab: its first NJ = 4 float4 of each thread)
 __device__ __forceinline__ void slab_store(float* slab, const float (&v)[NJ][4]) {
     float4* s = reinterpret_cast<float4*>(slab);
 #pragma unroll
     for (int q = 0; q < NJ; q++) s[q * MMA_THREADS + threadIdx.x] = make_float4(v[q][0], v[q][1], v[q][2], v[q][3]);
 }
-template <int NJ>
-__device__ __forceinline__ void slab_load(const float* slab, float4 (&v)[NJ]) {
-    const float4* s = reinterpret_cast<const float4*>(slab);
-#pragma unroll
-    for (int q = 0; q < NJ; q++) v[q] = __ldcg(s + q * MMA_THREADS + threadIdx.x);
-}
-// v = ((slab 0 + slab 1) + slab 2) + ... + slab n - 1, with the next GEMM_FOLD_DEPTH slabs' loads in flight (a ring
-// unrolled by its depth, so that every buffer stays in registers)
-template <int NJ>
-__device__ __forceinline__ void slab_fold(const float* base, int n, float (&v)[NJ][4]) {
-    constexpr int D = GEMM_FOLD_DEPTH;
-    float4 buf[D][NJ];
-#pragma unroll
-    for (int d = 0; d < D; d++)
-        if (d < n) slab_load(base + (long long)d * GEMM_SLAB, buf[d]);
-    for (int k0 = 0; k0 < n; k0 += D) {
-#pragma unroll
-        for (int d = 0; d < D; d++) {
-            const int k = k0 + d;
-            if (k >= n) break;
-#pragma unroll
-            for (int q = 0; q < NJ; q++) {
-                const float4 c = buf[d][q];
-                if (k == 0) v[q][0] = c.x, v[q][1] = c.y, v[q][2] = c.z, v[q][3] = c.w;
-                else v[q][0] += c.x, v[q][1] += c.y, v[q][2] += c.z, v[q][3] += c.w;
-            }
-            if (k + D < n) slab_load(base + (long long)(k + D) * GEMM_SLAB, buf[d]);
-        }
-    }
-}
+// The scratch of a shared-out GEMM (kernels.py gemm_scratch_floats), in slabs: [blocks][L] super-block sums (L: the
+// longest K part), then [blocks][parts] part sums. Fl: float (the GEMM) or const float (the fold launch).
+template <class Fl>
+struct GemmScratch {
+    Fl* base;
+    int blocks, L, parts;
+    __device__ GemmScratch(Fl* scratch, const GemmWork& wk)
+        : base(scratch), blocks(wk.blocks), L((wk.n_sb + wk.parts - 1) / wk.parts), parts(wk.parts) {}
+    __device__ int sb_index(int slot, int i) const { return slot * L + i; }  // super-block i of slot's cut part
+    __device__ int part_index(int slot, int c) const { return blocks * L + slot * parts + c; }  // part c of slot's group
+    __device__ Fl* slab(int index) const { return base + (long long)index * GEMM_SLAB; }
+    __device__ Fl* sb_slab(int slot, int i) const { return slab(sb_index(slot, i)); }
+    __device__ Fl* part_slab(int slot, int c) const { return slab(part_index(slot, c)); }
+};
 
 // Bottleneck probes (timing only, wrong sums; tests/engine/cuda/probe/gemm_bottleneck.sh): GEMM_PROBE_X_ONCE
 // streams each stage's x chunk once (later uses reuse it), GEMM_PROBE_W_ONCE likewise the weight units; in the folded
@@ -196,9 +144,8 @@ __device__ __forceinline__ void probe_wgmma64_ss(float (&d)[32], uint64_t da, ui
 }
 #endif
 // A timeline probe (tests/engine/cuda/probe/gemm_trace.py builds the kernels with -DGEMM_TRACE): thread 0 of
-// each block writes the global timer at marks 0..5 of gemm_body (entry, after pdl_wait, first stage in, range
-// done, cut parts settled, cut groups settled: warp 0's) and, at 6, its units and which folds it did (warp 0's); at
-// 12 the block's last warp done (each warp's lane 0 raises it at its end: the arrivers settle their tails apart).
+// each block writes the global timer at marks 0..3 of gemm_body (entry, after pdl_wait, first stage in, range
+// done: warp 0's) and, at 6, its units; at 12 the block's last warp done (each warp's lane 0 raises it at its end).
 // Compiled out here.
 #define GEMM_TRACE_SLOTS 16
 #define GEMM_TRACE_BLOCKS 1024  // blocks traced (the first; a launch of more, the LM head's, is traced in part)
@@ -255,17 +202,15 @@ __device__ __forceinline__ int gemm_mat_of(int warp) {
 // tile group. Per unit the arithmetic of mma_warp: the super-block summed from zero; a K part's sum is its
 // super-blocks' sums added in order, the tile's sum its parts' sums added in order. A part lying wholly in the
 // block is added up in registers; the super-block sums of a part cut by a range boundary go to scratch (the
-// part's first block: one prefix slab), and the last of the part's arrivers (warps or warpgroups, below) adds them
-// after its range. Likewise the part sums of a tile group cut by a boundary, and the arriver completing their
-// count adds those. An arriver arrives where its share ends, mid-range too. `store(T, xch, group, tok0)`
-// writes a tile group's results from each warp's sum T (GemmGemvStore, GemmSwigluStore; xch: the exchange tiles
-// after the stages, GEMM_XCH_AT).
-// scratch: [blocks][longest part] super-block sums, [blocks][parts] part sums (each cut part or group is filed
-// under the block holding its first unit: at most one of each starts in a block and runs past it); counters:
-// [blocks][ARRIVERS] for the parts, then [blocks][ARRIVERS] for the groups (one per warp, or per warpgroup).
+// part's first block: one prefix slab, its super-blocks' sum so far), and so do the part sums of a tile group cut
+// by a boundary: the fold launch after the GEMM adds them up (gemm_fold_body). `store(T, xch, group, tok0)` writes a
+// whole tile group's results from each warp's sum T (GemmGemvStore, GemmSwigluStore; xch: the exchange tiles after
+// the stages, GEMM_XCH_AT).
+// scratch (GemmScratch): [blocks][longest part] super-block sums, [blocks][parts] part sums (each cut part or group
+// is filed under the block holding its first unit: at most one of each starts in a block and runs past it).
 template <class F, int R, int NJ, class Store>
 __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const uint8_t* gx, const MmaShape& sh,
-                                          float* scratch, int* counters, const Store& store) {
+                                          float* scratch, const Store& store) {
     constexpr bool MIN_BY_MMA = F::MIN_MMA && MMA_MIN_MMA;
     constexpr int S = GEMM_STAGES, SB = GemmStage<F>::BYTES, XB = GemmStage<F>::X_BYTES, TPB = MMA_WARPS / R;
     DYNAMIC_SMEM(mma_smem);
@@ -275,9 +220,8 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
     const int tile_in_group = gemm_tile_of<R>(warp), mat = gemm_mat_of<R>(warp);
     const int n_sb = sh.n_in >> 8, groups = (sh.n_tiles + TPB - 1) / TPB;
     const GemmWork wk{n_sb, groups, sh.parts, (sh.m + GEMM_TOKENS - 1) / GEMM_TOKENS * groups * n_sb, (int)gridDim.x};
-    const int u0 = wk.first(blockIdx.x), u1 = wk.first(blockIdx.x + 1), L = (n_sb + sh.parts - 1) / sh.parts;
-    float* sb_sums = scratch;
-    float* part_sums = sb_sums + (long long)wk.blocks * L * GEMM_SLAB;
+    const int u0 = wk.first(blockIdx.x), u1 = wk.first(blockIdx.x + 1);
+    const GemmScratch<float> sc{scratch, wk};
     // Stage i's barrier (bars + 8 i) completes when the 8 warps' weight copies and the x copy have landed (one
     // arrival each, with its bytes). No block barrier per unit: a warp refills its own weight slot as soon as it is
     // done with it, and the last warp done with a stage (released[i] counts them, 8 per use) refills its x chunk,
@@ -326,22 +270,6 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
     for (int j = 0; j < NJ; j++)
         for (int i = 0; i < 4; i++) run[j][i] = T[j][i] = 0.0f;
 #endif
-    int given0 = 0, given1 = 0;  // part sums this arriver gave the cut tile groups of its first and its last unit
-    // The cut parts and groups are settled by each ARRIVER apart: a warp in one GEMM (R = 1: every warp's tile its
-    // own), a warpgroup in the SwiGLU (R = 2: a tile's gate and up sums, which its epilogue needs together, are in
-    // one warpgroup). An arriver arrives where its share of a cut part or group ends, mid-range too (a block's first
-    // part and group end early in its range), and the arriver completing a count adds the sums after its range (its
-    // own floats of each slab: a slab is the 256 threads' registers). No block barrier, so the two warpgroups never
-    // wait for each other; the counters are per arriver.
-    constexpr bool WARPS_ARRIVE = R == 1;
-    constexpr int ARRIVERS = WARPS_ARRIVE ? MMA_WARPS : MMA_WARPS / 4;  // counters per slot
-    const int me = WARPS_ARRIVE ? warp : warp >> 2;
-    const auto part_counter = [&](int slot) { return counters + slot * ARRIVERS + me; };
-    const auto group_counter = [&](int slot) { return counters + (wk.blocks + slot) * ARRIVERS + me; };
-    const auto arrive = [&](int* counter, int k, int n) {
-        return WARPS_ARRIVE ? gemm_warp_arrive(counter, k, n) : gemm_warpgroup_arrive(counter, k, n);
-    };
-    int fold_parts = 0, fold_groups = 0;  // the parts (1 first, 2 last) and groups this arriver completed
     uint8_t* xch = mma_smem + GEMM_XCH_AT(S * SB);
     // unit u's place, and its K part c = [lo, hi) of super-blocks, stepped along (a division only per part)
     UnitPos at = first;
@@ -499,78 +427,33 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
         fill.next(n_sb, groups);  // (past u1 unused)
         // acc = this super-block's sum: into its part's sum (run), then the part's sum into the group's (T)
         const int ug = u - sb;
-#ifdef GEMM_PROBE_NO_CUT  // (a probe: no slab stores or arrivals, only the blocks ending a group store it; wrong sums)
+#ifdef GEMM_PROBE_NO_CUT  // (a probe: no slab stores, only the blocks ending a group store it; wrong sums)
         const bool cut_part = false, cut_group = false;
 #else
         const bool cut_part = ug + lo < u0 || ug + hi > u1, cut_group = ug < u0 || ug + n_sb > u1;
 #endif
-        const int gside = ug == u0 - first.sb ? 0 : 1;  // the range's first tile group, or its last
-        if (cut_part) {
+        if (cut_part) {  // the super-block sums after the part's first block, each; that block's sum so far, once
             if (ug + lo < u0) {
-                slab_store(sb_sums + ((long long)wk.block_of(ug + lo) * L + sb - lo) * GEMM_SLAB, acc);
+                slab_store(sc.sb_slab(wk.block_of(ug + lo), sb - lo), acc);
             } else {
                 sum_into(run, acc, sb == lo);
-                if (u + 1 == u1) slab_store(sb_sums + ((long long)blockIdx.x * L + sb - lo) * GEMM_SLAB, run);
-            }
-            if (sb + 1 == hi || u + 1 == u1) {  // this block's share of the part is in
-                const int slot = wk.block_of(ug + lo);
-                if (arrive(part_counter(slot), 1, wk.block_of(ug + hi - 1) - slot + 1))
-                    fold_parts |= ug + lo < u0 ? 1 : 2;  // the part of the first unit, or of the last
+                if (u + 1 == u1) slab_store(sc.sb_slab(blockIdx.x, sb - lo), run);
             }
         } else {
             sum_into(run, acc, sb == lo);
             if (sb + 1 == hi) {
                 if (cut_group) {
-                    slab_store(part_sums + ((long long)wk.block_of(ug) * sh.parts + c) * GEMM_SLAB, run);
-                    (gside ? given1 : given0)++;
+                    slab_store(sc.part_slab(wk.block_of(ug), c), run);
                 } else {
                     sum_into(T, run, c == 0);
                     if (c + 1 == sh.parts) store(T, xch, group, pass * GEMM_TOKENS);  // the whole group was here
                 }
             }
         }
-        const int given = gside ? given1 : given0;
-        if (cut_group && given && (sb + 1 == n_sb || u + 1 == u1) &&
-            arrive(group_counter(wk.block_of(ug)), given, sh.parts))
-            fold_groups |= 1 << gside;
     }
-    // The cut parts and groups, after the range (their sums' stores have long drained: the release is quick): the
-    // part holding the first unit, the one holding the last; then the first and the last tile group.
-    const int r0 = u0 / n_sb, r1 = (u1 - 1) / n_sb;  // (pass, group) of the first and the last unit
     GEMM_MARK(3, 0);
-    int folds = 0;  // (the probe's) 1: a part fold, 2: a group fold
-#ifdef GEMM_PROBE_NO_FOLD  // (a probe: the arrivals made, the folds after the range skipped; wrong sums)
-    fold_parts = fold_groups = 0;
-#endif
-    // the arrivals are in: add up what this arriver completed, its parts, then its groups
-    for (int side = 0; side < 2; side++) {
-        if (!(fold_parts >> side & 1)) continue;
-        const int u = side ? u1 - 1 : u0, sb = u % n_sb, ug = u - sb, c = wk.part_of(sb);
-        const int lo = ug + wk.part_lo(c), hi = ug + wk.part_lo(c + 1), slot = wk.block_of(lo);
-        const int x = wk.first(slot + 1);  // the first block's prefix [lo, x) at x - 1, then x .. hi - 1
-        slab_fold(sb_sums + ((long long)slot * L + x - 1 - lo) * GEMM_SLAB, hi - x + 1, run);
-        folds |= 1;
-        if (sh.parts == 1) {  // the part is the tile group: its sum is the group's, no second level
-            store(run, xch, ug / n_sb % groups, ug / n_sb / groups * GEMM_TOKENS);
-            folds |= 2;
-            continue;
-        }
-        slab_store(part_sums + ((long long)wk.block_of(ug) * sh.parts + c) * GEMM_SLAB, run);
-        const int gside = side && r1 != r0 ? 1 : 0;
-        if (arrive(group_counter(wk.block_of(ug)), 1, sh.parts)) fold_groups |= 1 << gside;
-    }
-    GEMM_MARK(4, 0);
-    for (int side = 0; side < 2; side++) {
-        if (!(fold_groups >> side & 1)) continue;
-        const int r = side ? r1 : r0, slot = wk.block_of(r * n_sb);
-        slab_fold(part_sums + (long long)slot * sh.parts * GEMM_SLAB, sh.parts, T);  // its parts, in order
-        store(T, xch, r % groups, r / groups * GEMM_TOKENS);
-        folds |= 2;
-    }
-    GEMM_MARK(5, 0);
-    GEMM_MARK(6, (u1 - u0) | folds << 16);
+    GEMM_MARK(6, u1 - u0);
     GEMM_WARP_DONE();
-    (void)folds;
 }
 
 // The GEMM's activations: split rows [m][n_in] -> the staged chunks of gemm.cuh's layout. Grid (pass,
@@ -621,6 +504,11 @@ struct GemmGemvStore {
     MmaShape sh;
     template <int NJ>
     __device__ __forceinline__ void operator()(const float (&T)[NJ][4], uint8_t*, int group, int tok0) const {
+        token_tiles<NJ>(T, 0, group, tok0);
+    }
+    // token tiles j0 .. j0 + NJ - 1 of this warp's tile (the fold launch stores one at a time)
+    template <int NJ>
+    __device__ __forceinline__ void token_tiles(const float (&T)[NJ][4], int j0, int group, int tok0) const {
         const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, tile = group * MMA_WARPS + (threadIdx.x >> 5);
         if (tile >= sh.n_tiles) return;
         int s = 0, t0 = 0;  // the segment holding this tile (as gemv_store finds it)
@@ -636,7 +524,7 @@ struct GemmGemvStore {
         for (int j = 0; j < NJ; j++)
 #pragma unroll
             for (int i = 0; i < 4; i++) {
-                const int tok = tok0 + 8 * j + 2 * t + (i & 1), row = 16 * (tile - t0) + g + 8 * (i >> 1);
+                const int tok = tok0 + 8 * (j0 + j) + 2 * t + (i & 1), row = 16 * (tile - t0) + g + 8 * (i >> 1);
                 if (tok >= sh.m || row >= rows) continue;
                 const long long o = (long long)tok * rows + row;
                 y[o] = res ? res[o] + T[j][i] : T[j][i];
@@ -684,22 +572,128 @@ struct GemmSwigluStore {
     }
 };
 
+// The fold launch after a shared-out GEMM (kernels.py KernelTable._gemm_sites): one block per (pass, tile group),
+// those a range boundary cuts adding up their slabs once the GEMM is done, in the GEMM's order (gemm_body): per K part
+// 0..B-1 its sum (a cut part: its first block's prefix slab, then each later super-block's; a whole part: its part
+// slab), the parts' sums added in order; then the GEMM's epilogue. Each thread adds the floats the GEMM's thread of
+// its index held, so a cut group's sums are the ones it would have in one block (tests/engine/cuda/test_gemv.py).
+// Spread over the SMs, where the GEMM's last arrivers added them after their ranges through one SM each (~380 KB for
+// an ffn down tile group: ~20 % of the 4b m = 64 step, PERF.md "Session 10"). R = 1: a block per token tile too
+// (float4 q = blockIdx.y of each thread's slabs: 4 KB a slab); R = 2 (the SwiGLU): the whole tile, which its
+// epilogue needs in one block. The slabs' loads in flight: D ahead.
+#define GEMM_FOLD_MAX_SLABS 256  // the slabs of one tile group: at most parts + n_sb (kernels.py checks)
+#define GEMM_FOLD_FIRST (1 << 30)  // (list entries) the first slab of a K part
+#define GEMM_FOLD_LAST (1 << 29)   // the last slab of a K part
+template <int R, int NJ, class Store>
+__device__ __forceinline__ void gemm_fold_body(const MmaShape& sh, int blocks, const float* scratch, const Store& store) {
+    constexpr int TPB = MMA_WARPS / R, Q = R == 1 ? 1 : NJ, D = Q == 1 ? 12 : 24 / Q;
+    pdl_launch_dependents();
+    pdl_wait();  // in every block, those with nothing to add too: the launch completes after the GEMM
+    const int n_sb = sh.n_in >> 8, groups = (sh.n_tiles + TPB - 1) / TPB;
+    const GemmWork wk{n_sb, groups, sh.parts, (sh.m + GEMM_TOKENS - 1) / GEMM_TOKENS * groups * n_sb, blocks};
+    const int r = blockIdx.x, ug = r * n_sb, slot = wk.block_of(ug);
+    if (wk.block_of(ug + n_sb - 1) == slot) return;  // a whole group: the GEMM stored it
+    const GemmScratch<const float> sc{scratch, wk};
+    // the group's slabs in summation order, by warp 0: lane c's part c (+ 32 k), placed by a scan of the counts
+    __shared__ int list[GEMM_FOLD_MAX_SLABS], n_list;
+    if (threadIdx.x < 32) {
+        const int lane = threadIdx.x;
+        int at = 0;
+        for (int c0 = 0; c0 < sh.parts; c0 += 32) {
+            const int c = c0 + lane;
+            int start = 0, count = 0;
+            if (c < sh.parts) {
+                const int lo = ug + wk.part_lo(c), hi = ug + wk.part_lo(c + 1), ps = wk.block_of(lo);
+                if (wk.block_of(hi - 1) != ps) {  // cut: ps's prefix at its range's last unit x - 1, then x .. hi - 1
+                    const int x = wk.first(ps + 1);
+                    start = sc.sb_index(ps, x - 1 - lo), count = hi - x + 1;
+                } else {
+                    start = sc.part_index(slot, c), count = 1;
+                }
+            }
+            int end = count;  // inclusive scan of the counts
+#pragma unroll
+            for (int off = 1; off < 32; off <<= 1) {
+                const int v = __shfl_up_sync(0xffffffffu, end, off);
+                if (lane >= off) end += v;
+            }
+            for (int k = 0; k < count; k++)
+                list[at + end - count + k] = start + k | (k == 0 ? GEMM_FOLD_FIRST : 0) | (k + 1 == count ? GEMM_FOLD_LAST : 0);
+            at += __shfl_sync(0xffffffffu, end, 31);
+        }
+        if (lane == 0) n_list = at;
+    }
+    __syncthreads();
+    const int n = n_list, q0 = R == 1 ? blockIdx.y : 0;
+    float4 buf[D][Q];
+    const auto load = [&](int k, float4(&v)[Q]) {
+        const float4* s = reinterpret_cast<const float4*>(sc.slab(list[k] & (GEMM_FOLD_LAST - 1)));
+#pragma unroll
+        for (int q = 0; q < Q; q++) v[q] = __ldcg(s + (q0 + q) * MMA_THREADS + threadIdx.x);
+    };
+#pragma unroll
+    for (int d = 0; d < D; d++)
+        if (d < n) load(d, buf[d]);
+    float p[Q][4], T[Q][4];  // the part's sum, the group's
+    bool first_part = true;
+    for (int k0 = 0; k0 < n; k0 += D) {  // a ring unrolled by its depth: every buffer stays in registers
+#pragma unroll
+        for (int d = 0; d < D; d++) {
+            const int k = k0 + d;
+            if (k >= n) break;
+            const int e = list[k];
+#pragma unroll
+            for (int q = 0; q < Q; q++) {
+                const float4 c = buf[d][q];
+                if (e & GEMM_FOLD_FIRST) p[q][0] = c.x, p[q][1] = c.y, p[q][2] = c.z, p[q][3] = c.w;
+                else p[q][0] += c.x, p[q][1] += c.y, p[q][2] += c.z, p[q][3] += c.w;
+            }
+            if (e & GEMM_FOLD_LAST) {
+                sum_into(T, p, first_part);
+                first_part = false;
+            }
+            if (k + D < n) load(k + D, buf[d]);
+        }
+    }
+    const int group = r % groups, tok0 = r / groups * GEMM_TOKENS;
+    if constexpr (R == 1) {
+        store.token_tiles(T, q0, group, tok0);
+    } else {
+        __shared__ __align__(16) uint8_t xch[4 * GEMM_TOKENS * 16 * 4];  // GemmSwigluStore's exchange tiles
+        store(T, xch, group, tok0);
+    }
+}
+
 // The kernels of one pass width: NJ = 8 token tiles (64 tokens a pass: any m), or 4 (SUFFIX _n32: one pass of at
 // most 32 rows, m64n32k16, half the MMA work of a 64-token pass; kernels.py uses it for 17..32 rows).
 #define GEMM_KERNELS_NJ(FMT, NAME, NJ, SUFFIX)                                                                \
     extern "C" __global__ void __launch_bounds__(MMA_THREADS, GEMM_MIN_BLOCKS) mma_gemm_##NAME##SUFFIX(       \
         const uint8_t* W, const uint8_t* gx, const float* res, float* y0, int n0, float* y1, int n1, float* y2, \
-        int n2, float* y3, int n3, int n_in, int m, int n_tiles, int parts, float* scratch, int* counters) {  \
+        int n2, float* y3, int n3, int n_in, int m, int n_tiles, int parts, float* scratch) {                 \
         const MmaShape sh{n_in, m, n_tiles, 1, parts};                                                        \
         const uint8_t* Ws[1] = {W};                                                                           \
-        gemm_body<FMT, 1, NJ>(Ws, gx, sh, scratch, counters,                                                  \
-                              GemmGemvStore{{{y0, y1, y2, y3}, {n0, n1, n2, n3}, res}, sh});                  \
+        gemm_body<FMT, 1, NJ>(Ws, gx, sh, scratch, GemmGemvStore{{{y0, y1, y2, y3}, {n0, n1, n2, n3}, res}, sh}); \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(MMA_THREADS, GEMM_MIN_BLOCKS) mma_gemm_swiglu_##NAME##SUFFIX( \
         const uint8_t* Wg, const uint8_t* Wu, const uint8_t* gx, uint4* act, float* act_sum, int n_ff, int n_in, \
-        int m, int parts, float* scratch, int* counters, uint8_t* gx_act) {                                   \
+        int m, int parts, float* scratch, uint8_t* gx_act) {                                                  \
         const MmaShape sh{n_in, m, (n_ff + 15) >> 4, 1, parts};                                               \
         const uint8_t* Ws[2] = {Wg, Wu};                                                                      \
-        gemm_body<FMT, 2, NJ>(Ws, gx, sh, scratch, counters, GemmSwigluStore{act, act_sum, n_ff, sh, gx_act}); \
+        gemm_body<FMT, 2, NJ>(Ws, gx, sh, scratch, GemmSwigluStore{act, act_sum, n_ff, sh, gx_act});          \
     }
 #define GEMM_KERNELS(FMT, NAME) GEMM_KERNELS_NJ(FMT, NAME, 8, ) GEMM_KERNELS_NJ(FMT, NAME, 4, _n32)
+// The fold launches (one module for every type: gemm_stage.cu): `blocks` the GEMM's, then the GEMM's arguments
+// after its x.
+#define GEMM_FOLD_KERNELS(NJ, SUFFIX)                                                                          \
+    extern "C" __global__ void __launch_bounds__(MMA_THREADS) gemm_fold##SUFFIX(                              \
+        int blocks, const float* res, float* y0, int n0, float* y1, int n1, float* y2, int n2, float* y3, int n3, \
+        int n_in, int m, int n_tiles, int parts, const float* scratch) {                                      \
+        const MmaShape sh{n_in, m, n_tiles, 1, parts};                                                        \
+        gemm_fold_body<1, NJ>(sh, blocks, scratch, GemmGemvStore{{{y0, y1, y2, y3}, {n0, n1, n2, n3}, res}, sh}); \
+    }                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(MMA_THREADS) gemm_fold_swiglu##SUFFIX(                       \
+        int blocks, uint4* act, float* act_sum, int n_ff, int n_in, int m, int parts, const float* scratch,   \
+        uint8_t* gx_act) {                                                                                    \
+        const MmaShape sh{n_in, m, (n_ff + 15) >> 4, 1, parts};                                               \
+        gemm_fold_body<2, NJ>(sh, blocks, scratch, GemmSwigluStore{act, act_sum, n_ff, sh, gx_act});          \
+    }

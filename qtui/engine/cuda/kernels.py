@@ -92,6 +92,7 @@ GEMM_DECODE_MIN_UNITS = int(os.environ.get("QTUI_GEMM_DECODE_MIN_UNITS", "2560")
 GEMM_RESIDENT_BLOCKS = int(os.environ.get("QTUI_GEMM_RESIDENT_BLOCKS", "132"))
 GEMM_CUT_UNITS = int(os.environ.get("QTUI_GEMM_CUT_UNITS", "8"))  # gemm_blocks' cost of cutting, in units
 GEMM_X_BYTES = 32 << 20  # the staged activations of one GEMM (256 rows x K 16384 fit)
+GEMM_FOLD_MAX_SLABS = 256  # ptx/gemm.cuh GEMM_FOLD_MAX_SLABS: a cut tile group's slabs (K parts + super-blocks)
 
 
 MMA_MAX_CLUSTER = 16  # blocks of a thread-block cluster on sm_90 (above 8 with the non-portable size allowed)
@@ -343,7 +344,7 @@ class KernelTable:
         res: int = 0,
     ) -> list[Kernel]:
         """y_i[m][n_i] = x[m] @ W_i^T for up to 4 matrices (w, n_i) sharing x, stored back to back in one tiled
-        buffer (each matrix starts on a tile); y_0 += res when res is given. One launch, or two for the GEMM
+        buffer (each matrix starts on a tile); y_0 += res when res is given. One launch, or up to three for the GEMM
         (uses_gemm: x staged first)."""
         n_in = x.n
         assert n_in % 256 == 0 and 1 <= len(outputs) <= 4 and m >= 1, (n_in, outputs, m)
@@ -356,9 +357,10 @@ class KernelTable:
         args: list[KernelArg] = [(w, P), *plan.x_args, (res, P)]
         for y, n in outs:
             args += [(y, P), (n, I32)]
-        args += [(n_in, I32), (m, I32), (tiles, I32), *plan.blocks_arg, (plan.parts, I32)]
-        args += [(self.scratch, P), (self.counters, P)]
-        return self._mma_sites(plan, qtype, f"mma_gemm_{qtype}", f"mma_gemv_{qtype}_n{plan.nt}", args, x)
+        args += [(n_in, I32), (m, I32), (tiles, I32), *plan.blocks_arg, (plan.parts, I32), (self.scratch, P)]
+        if not plan.gemm:  # (the GEMM's cut groups meet in its fold launch, the GEMV's in arrival counts)
+            args.append((self.counters, P))
+        return self._mma_sites(plan, qtype, "", args, x)
 
     def _mma_plan(self, m: int, groups: int, parts: int, x: Split) -> _MmaPlan:
         """How a tensor-core launch of m rows over `groups` tile groups and `parts` K parts runs: the 64-token GEMM
@@ -368,30 +370,37 @@ class KernelTable:
         passes = -(-m // (8 * nt))
         if gemm:
             blocks = gemm_blocks(passes, groups, x.n // 256, parts)
-            cut = blocks != passes * groups  # only cut parts and groups count arrivals: 2 per block and warp
-            assert not cut or 2 * MMA_WARPS * blocks <= MAX_COUNTERS - ARGMAX_ROWS, blocks
+            assert parts + x.n // 256 <= GEMM_FOLD_MAX_SLABS, (parts, x.n)  # a cut group's slabs (gemm_fold_body)
         else:
             blocks = mma_launch_blocks(nt, parts, groups, passes)
             self._check_scratch(passes, groups, blocks, nt)
         x_args: list[KernelArg] = [(x.gx or self.gemm_x, P)] if gemm else [(x.xs, P), (x.xsum, P)]
         return _MmaPlan(gemm, nt, passes, groups, parts, blocks, x_args, m)
 
-    def _mma_sites(
-        self, plan: _MmaPlan, qtype: str, gemm_name: str, gemv_name: str, args: list[KernelArg], x: Split
-    ) -> list[Kernel]:
-        """The launches of a plan: gemm_stage_x and the GEMM `gemm_name` (its 32-token form up to GEMM_NARROW_ROWS
-        rows), or the GEMV `gemv_name`."""
-        if plan.gemm:
-            grid = (plan.blocks, 1, 1)
-            gemm_name += "_n32" if plan.m <= min(GEMM_NARROW_ROWS, 32) else ""
-            gemm = self._site(f"gemv_{qtype}", gemm_name, grid, MMA_THREADS, args, shmem=gemm_smem_bytes(qtype))
-            if x.gx:  # staged by its producer (staged, swiglu_out)
-                return [gemm]
-            return [self.gemm_stage(x=x, m=plan.m), gemm]
-        grid = (plan.groups * plan.blocks, plan.passes, 1)
-        cluster = mma_cluster(plan.blocks, grid[0] * plan.passes, plan.nt)
-        shmem = mma_smem_bytes(qtype, plan.nt)
-        return [self._site(f"gemv_{qtype}", gemv_name, grid, MMA_THREADS, args, shmem=shmem, cluster=cluster)]
+    def _mma_sites(self, plan: _MmaPlan, qtype: str, kind: str, args: list[KernelArg], x: Split) -> list[Kernel]:
+        """The launches of a plan of `kind` ("" or "swiglu_"): the GEMM (its 32-token form up to GEMM_NARROW_ROWS
+        rows), gemm_stage_x before it where x's producer did not stage x, and its fold launch after it where its
+        units are shared out with tile groups cut (gemm_fold: the fold's arguments are the GEMM's after x); or the
+        GEMV."""
+        if not plan.gemm:
+            grid = (plan.groups * plan.blocks, plan.passes, 1)
+            cluster = mma_cluster(plan.blocks, grid[0] * plan.passes, plan.nt)
+            shmem = mma_smem_bytes(qtype, plan.nt)
+            name = f"mma_{kind or 'gemv_'}{qtype}_n{plan.nt}"
+            return [self._site(f"gemv_{qtype}", name, grid, MMA_THREADS, args, shmem=shmem, cluster=cluster)]
+        n32 = "_n32" if plan.m <= min(GEMM_NARROW_ROWS, 32) else ""
+        gemm = self._site(
+            f"gemv_{qtype}", f"mma_gemm_{kind}{qtype}{n32}", (plan.blocks, 1, 1), MMA_THREADS, args,
+            shmem=gemm_smem_bytes(qtype),
+        )
+        sites = [gemm] if x.gx else [self.gemm_stage(x=x, m=plan.m), gemm]  # x.gx: staged by its producer
+        if plan.blocks != plan.passes * plan.groups:  # tile groups cut: a fold block per (pass, group) and token tile
+            fold_args: list[KernelArg] = [(plan.blocks, I32), *args[(2 if kind else 1) + 1 :]]  # after the weights, x
+            token_tiles = 1 if kind else (4 if n32 else GEMM_TOKENS // 8)  # (the SwiGLU's epilogue: whole tiles)
+            grid = (plan.passes * plan.groups, token_tiles, 1)
+            name = f"gemm_fold_{kind}".rstrip("_") + n32
+            sites.append(self._site("gemm_stage", name, grid, MMA_THREADS, fold_args))
+        return sites
 
     def staged(self, x: Split, m: int) -> Split:
         """x for a step of m rows, its producer (rmsnorm, the delta rule, attn_combine) writing the GEMM's staged
@@ -440,7 +449,7 @@ class KernelTable:
 
     def swiglu_gemv(self, *, qtype: str, w_gate: int, w_up: int, x: Split, act: Split, m: int) -> list[Kernel]:
         """act[m] = split(silu(x @ Wg^T) * (x @ Wu^T)) for gate and up of one tiled type (n_ff = act.n), staged too
-        where swiglu_out says so. One launch, or two for the GEMM (uses_gemm)."""
+        where swiglu_out says so. One launch, or up to three for the GEMM (_mma_sites)."""
         assert qtype in MMA_TYPES and act.n % 16 == 0
         plan = self._swiglu_plan(x, act, m)
         args: list[KernelArg] = [
@@ -455,11 +464,12 @@ class KernelTable:
             *plan.blocks_arg,
             (plan.parts, I32),
             (self.scratch, P),
-            (self.counters, P),
         ]
         if plan.gemm:  # (swiglu_out's act)
             args.append((self._staged_into(act, m, self.gemm_act).gx, P))
-        return self._mma_sites(plan, qtype, f"mma_gemm_swiglu_{qtype}", f"mma_swiglu_{qtype}_n{plan.nt}", args, x)
+        else:
+            args.append((self.counters, P))
+        return self._mma_sites(plan, qtype, "swiglu_", args, x)
 
     def _check_scratch(self, passes: int, groups: int, blocks: int, nt: int) -> None:
         if blocks > 1:  # partials: [pass][group][block][warp][NT*128] floats

@@ -98,10 +98,11 @@ def every_site() -> list:
             sites += kt.gemv(qtype=qtype, w=1, x=big, outputs=[(2, 32), (3, 16), (4, 16)], m=m)
             if qtype in K.MMA_TYPES:
                 sites += kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=big, act=x, m=m)
-        if qtype in K.MMA_TYPES:  # the GEMM's 32-token form: one pass of 17..32 rows over a launch of 2560+ units
-            wide = Split(5, 6, 4096)
-            sites += kt.gemv(qtype=qtype, w=1, x=wide, outputs=[(2, 4096)], m=20, res=3)
-            sites += kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=wide, act=Split(3, 4, 4096), m=20)
+        if qtype in K.MMA_TYPES:  # decode-size GEMMs (2560+ units), shared out with tile groups cut (fold launches)
+            wide, ffn = Split(5, 6, 4096), Split(5, 6, 2560)  # (ffn: the 4b's gate + up, 144 groups x 10)
+            for m in (20, 64):  # the 32-token form, the 64-token one
+                sites += kt.gemv(qtype=qtype, w=1, x=wide, outputs=[(2, 4096)], m=m, res=3)
+                sites += kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=ffn, act=Split(3, 4, 9216), m=m)
         sites.append(kt.embed(qtype=qtype, m=2, table=1, tokens=2, out=3, n_embd=512))
         if qtype in K.MMA_TYPES:
             sites.append(kt.repack(qtype=qtype, raw=1, out=2, n_out=16, n_in=256))

@@ -178,9 +178,11 @@ def test_gemm_blocks_share_out_the_units_where_the_cost_model_says(monkeypatch):
 
 def test_gemv_sites_choose_kernels_by_type_and_rows(monkeypatch):
     """Quant types go to ptx/mma.cuh (tiles x K split blocks, 8 - 32-token passes) below GEMM_MIN_ROWS rows and
-    to the 64-token GEMM of ptx/gemm.cuh from there on (x staged first: two launches); float types keep the FMA
-    path over 16-row groups. The K split (the `parts` argument) never changes with m; the GEMM runs one block
-    per SM over all passes (fewer where there are fewer units of work)."""
+    to the 64-token GEMM of ptx/gemm.cuh from there on (x staged first; a fold launch after a GEMM whose shared-out
+    units cut tile groups: a block per pass and group, per token tile but for the SwiGLU, with the GEMM's blocks
+    and its arguments after x); float types keep the FMA path over 16-row groups. The K split (the `parts`
+    argument) never changes with m; the GEMM runs one block per SM over all passes (fewer where there are fewer
+    units of work)."""
     kt = KernelTable(dry=True)
     x = Split(1 << 20, 1 << 21, 9216)
     parts = mma_blocks_per_group(20, 36, MMA_GEMV_TARGET_BLOCKS)
@@ -191,28 +193,34 @@ def test_gemv_sites_choose_kernels_by_type_and_rows(monkeypatch):
             assert k.name == f"mma_gemv_{qtype}_n{nt}" and k.grid[1] == passes and k.block == 256 and k.pdl
             assert k.grid[0] == 20 * parts and int(k.cells[-3][0]) == parts  # 20 groups: the K split in parallel
         for m, passes in ((17, 1), (32, 1), (33, 1), (64, 1), (65, 2), (256, 4)):
-            stage, k = kt.gemv(qtype=qtype, w=1, x=x, outputs=[(3, 2560)], m=m, res=3)
+            stage, k, fold = kt.gemv(qtype=qtype, w=1, x=x, outputs=[(3, 2560)], m=m, res=3)
+            n32 = "_n32" if m <= 32 else ""
             assert stage.name == "gemm_stage_x" and stage.grid == (passes, 36, 5) and stage.pdl
-            assert k.name == f"mma_gemm_{qtype}" + ("_n32" if m <= 32 else "") and k.grid == (132, 1, 1)
+            assert k.name == f"mma_gemm_{qtype}{n32}" and k.grid == (132, 1, 1)
             assert k.block == 256 and k.pdl
-            assert k.shmem == kernels.gemm_smem_bytes(qtype) <= 227 << 10 and int(k.cells[-3][0]) == parts
+            assert k.shmem == kernels.gemm_smem_bytes(qtype) <= 227 << 10 and int(k.cells[-2][0]) == parts
+            assert fold.name == f"gemm_fold{n32}" and fold.grid == (20 * passes, 4 if n32 else 8, 1) and fold.pdl
+            assert [int(c[0]) for c in fold.cells] == [132, *(int(c[0]) for c in k.cells[2:])]
         (k,) = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=3)
         assert k.name == f"mma_swiglu_{qtype}_n1" and k.grid == (144 * mma_blocks_per_group(144, 10), 1, 1)
-        stage, k = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=64)
-        assert k.name == f"mma_gemm_swiglu_{qtype}" and int(k.cells[-4][0]) == mma_blocks_per_group(144, 10)
+        stage, k, fold = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=64)
+        assert k.name == f"mma_gemm_swiglu_{qtype}" and int(k.cells[-3][0]) == mma_blocks_per_group(144, 10)
         assert k.grid == (132, 1, 1)  # 1440 units shared out: 11 + GEMM_CUT_UNITS per SM against 2 waves of 10
-        stage, k = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=20)
+        assert fold.name == "gemm_fold_swiglu" and fold.grid == (144, 1, 1)
+        assert [int(c[0]) for c in fold.cells] == [132, *(int(c[0]) for c in k.cells[3:])]
+        stage, k, fold = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=20)
         assert k.name == f"mma_gemm_swiglu_{qtype}_n32" and stage.grid == (1, 10, 5)  # the 32-token form
+        assert fold.name == "gemm_fold_swiglu_n32"
     small = Split(1, 2, 1024)  # 0.8b ffn down shape (64 tiles, 14 super-blocks): 896 units, the GEMV up to one pass
-    for m, want in ((17, 1), (33, 1), (64, 1), (65, 2), (256, 2)):
-        assert len(kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 3584), outputs=[(3, 1024)], m=m)) == want
-        assert len(kt.swiglu_gemv(qtype="q4_k", w_gate=1, w_up=2, x=small, act=Split(3, 4, 3584), m=m)) == want
+    for m, down, gate_up in ((17, 1, 1), (33, 1, 1), (64, 1, 1), (65, 3, 2), (256, 3, 2)):  # (down: shared out, cut)
+        assert len(kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 3584), outputs=[(3, 1024)], m=m)) == down
+        assert len(kt.swiglu_gemv(qtype="q4_k", w_gate=1, w_up=2, x=small, act=Split(3, 4, 3584), m=m)) == gate_up
     assert kernels.uses_gemm(64, 40, 8) and not kernels.uses_gemm(64, 39, 8) and kernels.uses_gemm(65, 1, 1)
     assert not kernels.uses_gemm(16, 10**6, 64) and kernels.uses_gemm(17, 40, 8)
     (k,) = kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 3584), outputs=[(3, 1024)], m=32)  # small: the GEMV's NT = 4
     assert k.name == "mma_gemv_q4_k_n4"
     monkeypatch.setattr(kernels, "GEMM_NARROW_ROWS", 0)  # QTUI_GEMM_NARROW_ROWS=0: the 64-token form from 17 rows
-    (_, k) = kt.gemv(qtype="q4_k", w=1, x=x, outputs=[(3, 2560)], m=17, res=3)
+    (_, k, _) = kt.gemv(qtype="q4_k", w=1, x=x, outputs=[(3, 2560)], m=17, res=3)
     assert k.name == "mma_gemm_q4_k"
     monkeypatch.setattr(kernels, "GEMM_MIN_ROWS", 1 << 20)  # QTUI_GEMM_MIN_ROWS: the GEMM off
     (k,) = kt.gemv(qtype="q4_k", w=1, x=x, outputs=[(3, 2560)], m=256, res=3)
@@ -282,11 +290,12 @@ def test_producers_stage_the_gemm_x_where_a_gemm_reads_it(monkeypatch):
         assert k.name.startswith("mma_gemm_q4_k") and int(k.cells[1][0]) == kt.gemm_x
         stage, k = kt.gemv(qtype="q4_k", w=1, x=x, outputs=[(3, 9216)], m=m)  # not staged: restaged first
         assert stage.name == "gemm_stage_x" and int(k.cells[1][0]) == kt.gemm_x
-        sw = kt.swiglu_gemv(qtype="q4_k", w_gate=1, w_up=2, x=xs, act=act, m=m)
-        assert len(sw) == 1 and sw[0].name.startswith("mma_gemm_swiglu_q4_k") and int(sw[0].cells[-1][0]) == kt.gemm_act
+        sw, *fold = kt.swiglu_gemv(qtype="q4_k", w_gate=1, w_up=2, x=xs, act=act, m=m)  # shared out to m = 64
+        assert sw.name.startswith("mma_gemm_swiglu_q4_k") and int(sw.cells[-1][0]) == kt.gemm_act
+        assert len(fold) == (m <= 64) and all(int(f.cells[-1][0]) == kt.gemm_act for f in fold)  # a fold stages too
         down = kt.swiglu_out(x=xs, act=act, m=m)
         assert down.gx == kt.gemm_act
-        (k,) = kt.gemv(qtype="q6_k", w=1, x=down, outputs=[(3, 2560)], m=m)
+        k, _ = kt.gemv(qtype="q6_k", w=1, x=down, outputs=[(3, 2560)], m=m)
         assert k.name.startswith("mma_gemm_q6_k") and int(k.cells[1][0]) == kt.gemm_act
     assert kt.swiglu_out(x=x, act=act, m=3) == act  # the GEMV SwiGLU stages nothing
     monkeypatch.setattr(kernels, "PRODUCERS_STAGE", False)

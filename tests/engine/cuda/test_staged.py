@@ -143,7 +143,8 @@ def test_attn_combine_stages_its_rows(gpu, hd):
 @pytest.mark.parametrize("m,blocks", [(20, None), (70, None), (70, 3)])
 def test_swiglu_gemm_stages_act(gpu, qtype, m, blocks, monkeypatch):
     """The SwiGLU GEMM's epilogue (32-token form at 20 rows, two passes at 70; on 3 blocks the tile groups are
-    cut and settled after the ranges) stages act for ffn_down (into the table's gemm_act, poisoned here)."""
+    cut and settled by the fold launch, which runs that epilogue) stages act for ffn_down (into the table's
+    gemm_act, poisoned here)."""
     monkeypatch.setattr(kernels, "GEMM_DECODE_MIN_UNITS", 0)  # the GEMM from GEMM_MIN_ROWS rows on this size
     if blocks is not None:
         monkeypatch.setattr(kernels, "GEMM_RESIDENT_BLOCKS", blocks)
@@ -159,6 +160,8 @@ def test_swiglu_gemm_stages_act(gpu, qtype, m, blocks, monkeypatch):
     out = gpu.kt.swiglu_out(x=x, act=act, m=m)
     assert out.gx == gx, "the SwiGLU of this shape runs as the GEMM and stages act"
     ks = gpu.kt.swiglu_gemv(qtype=qtype, w_gate=int(wg), w_up=int(wu), x=x, act=act, m=m)
-    assert ks[-1].name.startswith("mma_gemm_swiglu") and (blocks is None or ks[-1].grid[0] == blocks)
+    names = [k.name.split("_")[1] for k in ks]
+    assert names == ["stage", "gemm"] + (["fold"] if blocks else []) and ks[1].name.startswith("mma_gemm_swiglu")
+    assert blocks is None or ks[1].grid[0] == blocks
     gpu.run(ks)
     assert_staged_as_gemm_stage_x(gpu, out, m)

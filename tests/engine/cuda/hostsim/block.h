@@ -141,6 +141,11 @@ inline T __shfl_down_sync(unsigned, T v, unsigned delta) {  // lanes past 31 rea
     return sim_shuffle(v, lane + (int)delta < 32 ? lane + (int)delta : lane);
 }
 template <class T>
+inline T __shfl_up_sync(unsigned, T v, unsigned delta) {  // lanes below delta read their own value, as on the GPU
+    const int lane = sim_tid() & 31;
+    return sim_shuffle(v, lane >= (int)delta ? lane - (int)delta : lane);
+}
+template <class T>
 inline T __shfl_sync(unsigned, T v, int src) {
     return sim_shuffle(v, src);
 }
