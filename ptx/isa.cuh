@@ -147,15 +147,6 @@ __device__ __forceinline__ int arrive_release_acquire(int* counter) {
     return prev;
 }
 
-// The same for k arrivals at once (gemm.cuh gemm_block_arrive).
-__device__ __forceinline__ int add_release_acquire(int* counter, int k) {
-    int prev;
-    asm volatile("fence.acq_rel.gpu;\n\tatom.relaxed.gpu.global.add.s32 %0, [%1], %2;\n\tfence.acq_rel.gpu;"
-                 : "=r"(prev)
-                 : "l"(counter), "r"(k)
-                 : "memory");
-    return prev;
-}
 // A barrier of the 128 threads of this thread's warpgroup (named barrier 1 + warpgroup; 0 is __syncthreads): the
 // SwiGLU GEMM's warpgroups settle their tiles apart (gemm.cuh). Orders shared and global accesses as bar.sync does.
 __device__ __forceinline__ void warpgroup_sync() {

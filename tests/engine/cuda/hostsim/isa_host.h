@@ -120,7 +120,6 @@ inline uint32_t h2neg(uint32_t a) { return a ^ 0x80008000u; }
 
 // The counters' atomics are plain adds (one OS thread); clusters run their blocks together (block.h).
 inline int arrive_release_acquire(int* counter) { return atomicAdd(counter, 1); }
-inline int add_release_acquire(int* counter, int k) { return atomicAdd(counter, k); }
 inline void fence_proxy_async_shared() {}
 inline void warpgroup_sync() { sim_sync(sim_group_bar(sim_tid())); }
 inline uint32_t cluster_size() { return (uint32_t)g_cluster->blocks.size(); }

@@ -4,11 +4,10 @@
     QTUI_PTX_DIR=.ptxvar/trace python3 tests/engine/cuda/probe/gemm_trace.py [--only "ffn down"] [--rows 64]
 
 With -DGEMM_TRACE, thread 0 of every GEMM block writes the global timer at the marks of ptx/gemm.cuh gemm_body
-(GEMM_MARK: 0 entry, 1 after pdl_wait, 2 first stage in, 3 range done, 4 cut parts settled, 5 cut groups
-settled; 12 the block's last warp done) into the module's `gemm_trace`. Each matrix of gemv_speed.SHAPES runs as
-in a step (stager + GEMM, PDL), three times to warm up, then once traced. Prints per matrix the marks' spread
-over the blocks (us from the first block's entry), the fold phases, and the blocks that finish last, with what
-they did.
+(GEMM_MARK: 0 entry, 1 after pdl_wait, 2 first stage in, 3 range done; 12 the block's last warp done) into the
+module's `gemm_trace`. Each matrix of gemv_speed.SHAPES runs as in a step (stager + GEMM + its fold launch, PDL),
+three times to warm up, then once traced. Prints per matrix the marks' spread over the blocks (us from the first
+block's entry) and the blocks that finish last.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ import numpy as np
 
 from tests.engine.cuda.gemv_speed import SHAPES
 
-MARKS = ["entry", "pdl_wait", "stage 0", "range", "parts", "groups"]
+MARKS = ["entry", "pdl_wait", "stage 0", "range"]
 SLOTS, TRACED = 16, 1024  # ptx/gemm.cuh GEMM_TRACE_SLOTS, GEMM_TRACE_BLOCKS
 
 
@@ -64,19 +63,18 @@ def main() -> int:
             ks = kt.swiglu_gemv(qtype=qtype, w_gate=int(ws[0]), w_up=int(ws[1]), x=x, act=a, m=m)
         else:
             ks = kt.gemv(qtype=qtype, w=int(ws[0]), x=x, outputs=[(int(y), n) for y, n in zip(ys, outs)], m=m)
-        if "gemm" not in ks[-1].name:
+        gemm = next((k for k in ks if k.name.startswith("mma_gemm")), None)
+        if gemm is None:
             print(f"== {name}: {ks[-1].name} (no GEMM at m = {m})")
             continue
         for _ in range(4):  # the last launch's marks are read (each overwrites 0..6; 12 is a running maximum)
             for k in ks:
                 k.launch(stream)
         drv.sync(stream)
-        blocks = min(ks[-1].grid[0], TRACED)  # (a launch of more blocks: its first TRACED only)
+        blocks = min(gemm.grid[0], TRACED)  # (a launch of more blocks: its first TRACED only)
         tr = read_trace(kt.modules[f"gemv_{qtype}"], blocks)
         t = (tr.astype(np.int64) - int(tr[:, 0].min())) / 1e3  # column 6 is no time (units, folds)
-        if not tr[:, 12].any():  # a build without the last-warp mark (before warp-fold): the block's end
-            t[:, 12] = t[:, 5]
-        units, folds = tr[:, 6] & 0xFFFF, tr[:, 6] >> 16
+        units = tr[:, 6]
         print(
             f"== {name} ({qtype}), m = {m}: {blocks} blocks, units per block {units.min()}..{units.max()}, "
             f"kernel {t[:, 12].max():.1f} us from the first entry"
@@ -87,15 +85,10 @@ def main() -> int:
             print(f"   {mark:10} {col.min():7.1f} {np.median(col):7.1f} {np.percentile(col, 90):7.1f} {col.max():7.1f}")
         span = t[:, 3] - t[:, 2]
         print(f"   per unit (range / units): median {np.median(span / units):.2f} us, max {np.max(span / units):.2f}")
-        for fl, what in ((1, "part fold"), (2, "group fold")):
-            sel = (folds & fl) != 0
-            if sel.any():
-                d = t[sel, 4] - t[sel, 3] if fl == 1 else t[sel, 5] - t[sel, 4]
-                print(f"   {what}: {sel.sum()} blocks, its phase median {np.median(d):.1f} us, max {d.max():.1f}")
         last = np.argsort(t[:, 12])[-4:][::-1]
         for b in last:
-            marks = " ".join(f"{v:6.1f}" for v in t[b, [0, 1, 2, 3, 4, 5, 12]])
-            print(f"   block {b:3d}: {marks}   units {units[b]} folds {folds[b]}")
+            marks = " ".join(f"{v:6.1f}" for v in t[b, [0, 1, 2, 3, 12]])
+            print(f"   block {b:3d}: {marks}   units {units[b]}")
         for buf in [*ws, xb, *ys, act]:
             buf.free()
     return 0
