@@ -87,22 +87,30 @@ def test_simulated_chunked_prefill_is_bitwise_token_by_token(engine):
     assert np.array_equal(chunked.view(np.uint32), fed.view(np.uint32))
 
 
-def test_simulated_prefill_through_gemms_staged_by_their_producers(sim_driver, make_model, monkeypatch):
+@pytest.mark.parametrize("gemm_blocks", [None, 3])
+def test_simulated_prefill_through_gemms_staged_by_their_producers(sim_driver, make_model, monkeypatch, gemm_blocks):
     """Prefill chunks of 20 rows through the GEMM (forced here: GEMM_DECODE_MIN_UNITS 0), which reads x as its
     producer staged it (rmsnorm, the delta rule, attn_combine, the SwiGLU GEMM's epilogue): no gemm_stage_x at
-    all, and bitwise the tokens fed one by one (m = 1: the GEMVs on the split rows)."""
+    all, and bitwise the tokens fed one by one (m = 1: the GEMVs on the split rows). On 3 GEMM blocks every GEMM's
+    units are shared out and its cut tile groups settled by fold launches, the SwiGLU's staging act too."""
     from qtui.engine.cuda import kernels
     from qtui.engine.cuda.engine import CudaEngine
     from qtui.model.gguf_file import GGUFModel
 
     monkeypatch.setattr(kernels, "GEMM_DECODE_MIN_UNITS", 0)
+    if gemm_blocks:
+        monkeypatch.setattr(kernels, "GEMM_RESIDENT_BLOCKS", gemm_blocks)
+        monkeypatch.setattr(kernels, "GEMM_CUT_UNITS", -(10**6))
     gemms: list[tuple[int, bool]] = []  # (rows, staged by its producer) of each GEMM site built
+    folds: list[str] = []
     sites = kernels.KernelTable._mma_sites
 
-    def spy(self, plan, qtype, gemm_name, gemv_name, args, x):
+    def spy(self, plan, qtype, kind, args, x):
+        built = sites(self, plan, qtype, kind, args, x)
         if plan.gemm:
             gemms.append((plan.m, bool(x.gx)))
-        return sites(self, plan, qtype, gemm_name, gemv_name, args, x)
+            folds.extend(k.name for k in built if k.name.startswith("gemm_fold"))
+        return built
 
     monkeypatch.setattr(kernels.KernelTable, "_mma_sites", spy)
     model = GGUFModel.open(make_model("tiny-tiled", "q4_k_m"))
@@ -115,4 +123,5 @@ def test_simulated_prefill_through_gemms_staged_by_their_producers(sim_driver, m
     finally:
         eng.close()
     assert np.isfinite(chunked).all() and np.array_equal(chunked.view(np.uint32), fed.view(np.uint32))
+    assert bool(folds) == bool(gemm_blocks) and (not folds or {"gemm_fold_n32", "gemm_fold_swiglu_n32"} <= set(folds))
     assert gemms and all(staged for _, staged in gemms), gemms  # every GEMM of the 20-row chunks read x as staged
