@@ -390,7 +390,11 @@ class KernelTable:
             return [self._site(f"gemv_{qtype}", name, grid, MMA_THREADS, args, shmem=shmem, cluster=cluster)]
         n32 = "_n32" if plan.m <= min(GEMM_NARROW_ROWS, 32) else ""
         gemm = self._site(
-            f"gemv_{qtype}", f"mma_gemm_{kind}{qtype}{n32}", (plan.blocks, 1, 1), MMA_THREADS, args,
+            f"gemv_{qtype}",
+            f"mma_gemm_{kind}{qtype}{n32}",
+            (plan.blocks, 1, 1),
+            MMA_THREADS,
+            args,
             shmem=gemm_smem_bytes(qtype),
         )
         sites = [gemm] if x.gx else [self.gemm_stage(x=x, m=plan.m), gemm]  # x.gx: staged by its producer

@@ -240,7 +240,8 @@ def test_swiglu_gemv_matches_oracle_and_is_row_invariant(gpu, qtype, k_split, mo
                 mp.setattr(kernels, "GEMM_CUT_UNITS", -(10**6))
             ks = gpu.kt.swiglu_gemv(qtype=qtype, w_gate=int(wg), w_up=int(wu), x=xsp, act=act, m=m)
             names = [k.name.split("_")[1] for k in ks]  # stage, gemm, fold (cut groups), or the GEMV alone
-            assert names == (["stage", "gemm"] + (["fold"] if blocks else []) if m >= kernels.GEMM_MIN_ROWS else ["swiglu"])
+            gemm = ["stage", "gemm"] + (["fold"] if blocks else [])
+            assert names == (gemm if m >= kernels.GEMM_MIN_ROWS else ["swiglu"])
             assert blocks is None or ks[1].grid[0] == blocks
         with gpu.blocks_in_reverse() if blocks == 7 else nullcontext():  # (the simulator) blocks in the other order
             gpu.run(ks)
