@@ -180,9 +180,10 @@ def gemm_blocks(passes: int, groups: int, n_sb: int, parts: int) -> int:
     passes x groups x super-blocks units). One block per tile group and pass (nothing cut: the tile group's sum
     stays in one block), unless one block per SM with the units shared out evenly is faster by the cost model:
     waves x super-blocks against units per SM + GEMM_CUT_UNITS (the sums of cut K parts and tile groups meeting
-    in scratch, added up by the fold launch after the GEMM). Measured on the H200 (4b, m = 64, us; whole / shared out): ffn down (20 groups x 36 super-blocks)
-    92 / 43, ssm out (20 x 16) 44 / 26 (the GEMV: 52), gate + up (144 x 10) 66 / 59, qkv (97 x 10) 29 / 44.
-    Fewer blocks where the scratch of the cut parts would not fit. Speed only: no cut changes a sum."""
+    in scratch, added up by the fold launch after the GEMM). Measured on the H200 (4b, m = 64, us; whole / shared
+    out, before the fold launch): ffn down (20 groups x 36 super-blocks) 92 / 43, ssm out (20 x 16) 44 / 26 (the
+    GEMV: 52), gate + up (144 x 10) 66 / 59, qkv (97 x 10) 29 / 44. Fewer blocks where the scratch of the cut
+    parts would not fit. Speed only: no cut changes a sum."""
     whole = passes * groups
     units = whole * n_sb
     shared = -(-units // GEMM_RESIDENT_BLOCKS) + GEMM_CUT_UNITS
