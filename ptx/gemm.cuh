@@ -572,7 +572,7 @@ struct GemmSwigluStore {
     }
 };
 
-// The fold launch after a shared-out GEMM (kernels.py KernelTable._gemm_sites): one block per (pass, tile group),
+// The fold launch after a shared-out GEMM (kernels.py KernelTable._mma_sites): one block per (pass, tile group),
 // those a range boundary cuts adding up their slabs once the GEMM is done, in the GEMM's order (gemm_body): per K part
 // 0..B-1 its sum (a cut part: its first block's prefix slab, then each later super-block's; a whole part: its part
 // slab), the parts' sums added in order; then the GEMM's epilogue. Each thread adds the floats the GEMM's thread of
