@@ -588,13 +588,16 @@ template <int R, int NJ, class Store>
 __device__ __forceinline__ void gemm_fold_body(const MmaShape& sh, int blocks, const float* scratch, const Store& store) {
     constexpr int TPB = MMA_WARPS / R, Q = R == 1 ? 1 : NJ, D = Q == 1 ? 12 : 24 / Q;
     pdl_launch_dependents();
-    pdl_wait();  // in every block, those with nothing to add too: the launch completes after the GEMM
     const int n_sb = sh.n_in >> 8, groups = (sh.n_tiles + TPB - 1) / TPB;
     const GemmWork wk{n_sb, groups, sh.parts, (sh.m + GEMM_TOKENS - 1) / GEMM_TOKENS * groups * n_sb, blocks};
     const int r = blockIdx.x, ug = r * n_sb, slot = wk.block_of(ug);
-    if (wk.block_of(ug + n_sb - 1) == slot) return;  // a whole group: the GEMM stored it
+    if (wk.block_of(ug + n_sb - 1) == slot) {  // a whole group: the GEMM stored it
+        pdl_wait();  // (every block waits: the launch completes after the GEMM)
+        return;
+    }
     const GemmScratch<const float> sc{scratch, wk};
-    // the group's slabs in summation order, by warp 0: lane c's part c (+ 32 k), placed by a scan of the counts
+    // the group's slabs in summation order, by warp 0: lane c's part c (+ 32 k), placed by a scan of the counts;
+    // from the arguments alone, so before pdl_wait (a fold block placed on an SM the GEMM has left)
     __shared__ int list[GEMM_FOLD_MAX_SLABS], n_list;
     if (threadIdx.x < 32) {
         const int lane = threadIdx.x;
@@ -624,6 +627,7 @@ __device__ __forceinline__ void gemm_fold_body(const MmaShape& sh, int blocks, c
         if (lane == 0) n_list = at;
     }
     __syncthreads();
+    pdl_wait();
     const int n = n_list, q0 = R == 1 ? blockIdx.y : 0;
     float4 buf[D][Q];
     const auto load = [&](int k, float4(&v)[Q]) {
