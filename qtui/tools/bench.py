@@ -54,6 +54,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="mixed-step row: tokens of the prompt admitted while slots decode (0: skip)",
     )
     parser.add_argument(
+        "--mixed-chunk",
+        type=int,
+        default=0,
+        metavar="N",
+        help="prompt tokens fed between two decode steps in the mixed-step row (default: the engine's own)",
+    )
+    parser.add_argument(
         "--compare",
         nargs="+",
         metavar="JSON",
@@ -218,21 +225,25 @@ def mixed_rung(
     }
 
 
-def profile_step(engine: CudaEngine, m: int, reps: int = 5, prefill: bool = False) -> list[dict[str, Any]]:
+def profile_step(
+    engine: CudaEngine, m: int, reps: int = 5, prefill: bool = False, pos0: int = 0
+) -> list[dict[str, Any]]:
     """GPU time of the m-row step split by kernel name: the launches of one name, in step order, captured as
     their own graph and replayed (median of reps). The weights stream from memory as in the real step, so
     the parts add up to about the whole step. [{name, launches, us}], slowest first, plus a "whole step" row.
-    prefill: a prefill chunk of m rows of one slot (positions 0..m-1, no LM head) instead of m decoding slots."""
+    prefill: a prefill chunk of m rows of one slot at positions pos0..pos0+m-1 instead of m decoding slots; no LM
+    head at pos0 = 0 (a long prompt's first chunk), else the head on its last row (a mixed step's piece: the
+    engine runs it on every prefill call)."""
     from qtui.engine.cuda import driver as drv
     from qtui.engine.cuda.graphs import GraphCache
 
     slots = [engine.alloc_slot() for _ in range(1 if prefill else m)]
     if prefill:
-        engine._stage(0, slots * m, [0] * m, range(m))
+        engine._stage(0, slots * m, [0] * m, range(pos0, pos0 + m))
     else:
         engine._stage(0, slots, [0] * m)
     engine.acts.step.upload(engine._staging.array[0], engine.stream)
-    plan = engine._plan(m, "none", m) if prefill else engine._plan(m, "all")
+    plan = engine._plan(m, "last" if pos0 else "none", m) if prefill else engine._plan(m, "all")
     groups: dict[str, list[drv.Kernel]] = {"whole step": plan}
     for k in plan:
         groups.setdefault(k.name, []).append(k)
@@ -277,7 +288,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         row["pct_of_floor"] = 100 * row["floor_step_ms"] / row["step_ms"]
     single = ladder[0] if rungs[0] == 1 else ladder_rung(engine, 1, args.steps, rng)
     prefill = prefill_rung(engine, args.prompt_len, rng)
-    mixed = mixed_rung(engine, max(rungs), long_prompt, args.steps, rng) if long_prompt > 0 else None
+    mixed = mixed_rung(engine, max(rungs), long_prompt, args.steps, rng, args.mixed_chunk) if long_prompt > 0 else None
     c_sampled = min(16, max(rungs))
     sampled = {
         "c": c_sampled,
@@ -290,6 +301,10 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         profile = {f"m={m} step": profile_step(cuda_engine, m) for m in (1, max(rungs))}
         chunk = min(int(engine.describe().get("prefill_chunk", 1)), args.prompt_len)
         profile[f"prefill chunk of {chunk}"] = profile_step(cuda_engine, chunk, prefill=True)
+        if mixed is not None:  # the mixed step's piece at the long prompt's end (its slowest: the most context)
+            piece = int(mixed["chunk"])
+            pos0 = long_prompt - piece
+            profile[f"mixed piece of {piece} at {pos0}"] = profile_step(cuda_engine, piece, prefill=True, pos0=pos0)
     else:
         profile = {}
     return {
