@@ -9,6 +9,7 @@
 #include "split.cuh"
 
 #define ATTN_PIECE 256
+#define MAX_HEAD_DIM 256  // attn_partial_run keeps a query in 8 floats a lane
 
 // q/k RMSNorm per head (plain multiply by the GGUF weight), partial NEOX RoPE on dims [0, n_rot), and the
 // K/V store at the slot's position. Grid (n_head + n_kv, m), hd threads.
@@ -100,6 +101,152 @@ extern "C" __global__ void attn_partial(const float* __restrict__ q, const float
             out[hd] = mx;
             out[hd + 1] = sum;
         }
+    }
+}
+
+// attn_partial for a RUN of rows of one slot at consecutive positions (a prefill chunk: the host takes it when
+// every row is the same slot's): per (row, head, piece) the same floats as attn_partial, each K and V piece read
+// once for up to ATTN_RUN_QUERIES (row, head) queries of one KV head instead of once per query (a 64-row chunk at
+// position 4000 reads ~2 GB of K and V per layer through attn_partial). Grid (piece blocks Z, n_kv, row groups of
+// rows_per_block), 256 threads; rows_per_block * (n_head / n_kv) <= ATTN_RUN_QUERIES. Dynamic shared memory
+// (kernels.py attn_run_smem_bytes): a K or V tile [ATTN_RUN_KEYS][hd] and the scores [ATTN_RUN_QUERIES][piece].
+// Why the bits are attn_partial's, step by step:
+//   score: lane l's fmaf chain over d = l, l + 32, ... < hd from 0, warp_sum (a butterfly: every lane gets the
+//          same value), times the scale, as a warp of attn_partial computes it;
+//   max:   exact in any order;
+//   sum:   attn_partial's block_sum over 256 threads, thread t holding e_t (0 past n): warp c's butterfly over
+//          e_{32c..32c+31}, then warp 0's over the 8 warp sums (lanes 8..31 zero), whose lane 0 adds
+//          ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7));
+//   acc:   thread t's fmaf chain over j = 0..n-1 of e_j v_j[t] from 0, the tiles walked in order.
+#define ATTN_RUN_QUERIES 32
+#define ATTN_RUN_KEYS 32
+#define ATTN_RUN_WARP_QUERIES (ATTN_RUN_QUERIES / 8)  // a warp's queries in the score phase: warp, warp + 8, ...
+extern "C" __global__ void __launch_bounds__(256) attn_partial_run(
+    const float* __restrict__ q, const float* __restrict__ k_cache, const float* __restrict__ v_cache,
+    long long slot_stride, const int* __restrict__ slots, const int* __restrict__ pos, float* __restrict__ part,
+    int n_head, int n_kv, int hd, int n_pieces_max, int m, int rows_per_block) {
+    pdl_enter();
+    DYNAMIC_SMEM_AS(float, smem);
+    float* tile = smem;                       // [ATTN_RUN_KEYS][hd]: K, then V
+    float* sc = tile + ATTN_RUN_KEYS * hd;    // [ATTN_RUN_QUERIES][ATTN_PIECE]: scores, then e
+    __shared__ float q_max[ATTN_RUN_QUERIES], q_sum[ATTN_RUN_QUERIES];
+    const int group = n_head / n_kv, kvh = blockIdx.y, t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    const int r0 = blockIdx.z * rows_per_block, r1 = min(r0 + rows_per_block, m);
+    const int nq = (r1 - r0) * group;  // query i: row r0 + i / group, head kvh * group + i % group
+    const int len_max = pos[r1 - 1] + 1, len_min = pos[r0] + 1;  // a run: consecutive positions
+    if ((int)blockIdx.x * ATTN_PIECE >= len_max) return;
+    const long long base = slot_stride * slots[r0] + (long long)kvh * hd;
+    const long long pstride = (long long)n_kv * hd;
+    const float scale = 1.0f / sqrtf((float)hd);
+    const int hd4 = hd >> 2;  // float4s per K / V row (hd a multiple of 4)
+    for (int piece = blockIdx.x; piece * ATTN_PIECE < len_max; piece += gridDim.x) {
+        const int start = piece * ATTN_PIECE, n_max = min(ATTN_PIECE, len_max - start);
+        // keys below n_all: every query of the block takes them (its first row's length, or the piece)
+        const int n_all = min(ATTN_PIECE, len_min - start);
+        // the warp's queries, dims lane + 32 k (loaded per piece: not live in e V, two blocks fit an SM)
+        float qr[ATTN_RUN_WARP_QUERIES][MAX_HEAD_DIM / 32];
+#pragma unroll
+        for (int i = 0; i < ATTN_RUN_WARP_QUERIES; i++) {
+            const int qi = warp + 8 * i;
+            const float* src = q + ((long long)(r0 + qi / group) * n_head + kvh * group + qi % group) * hd;
+#pragma unroll
+            for (int k = 0; k < MAX_HEAD_DIM / 32; k++)
+                qr[i][k] = qi < nq && lane + 32 * k < hd ? src[lane + 32 * k] : 0.0f;
+        }
+        for (int k0 = 0; k0 < n_max; k0 += ATTN_RUN_KEYS) {  // scores, a tile of keys at a time
+            const int nk = min(ATTN_RUN_KEYS, n_max - k0);
+            __syncthreads();  // the tile's last readers done
+            for (int i = t; i < nk * hd4; i += blockDim.x) {
+                const int j = i / hd4, d4 = i - j * hd4;
+                reinterpret_cast<float4*>(tile)[i] =
+                    reinterpret_cast<const float4*>(k_cache + base + (long long)(start + k0 + j) * pstride)[d4];
+            }
+            __syncthreads();
+            for (int j = 0; j < nk; j++) {
+                float kv[MAX_HEAD_DIM / 32];
+#pragma unroll
+                for (int k = 0; k < MAX_HEAD_DIM / 32; k++)
+                    kv[k] = lane + 32 * k < hd ? tile[j * hd + lane + 32 * k] : 0.0f;
+#pragma unroll
+                for (int i = 0; i < ATTN_RUN_WARP_QUERIES; i++) {
+                    const int qi = warp + 8 * i;
+                    if (qi >= nq) continue;  // (warp-uniform)
+                    float acc = 0.0f;
+#pragma unroll
+                    for (int k = 0; k < MAX_HEAD_DIM / 32; k++) {
+                        if (lane + 32 * k < hd) acc = fmaf(qr[i][k], kv[k], acc);
+                    }
+                    acc = warp_sum(acc);
+                    if (lane == 0) sc[qi * ATTN_PIECE + k0 + j] = acc * scale;
+                }
+            }
+        }
+        __syncthreads();
+        for (int qi = warp; qi < nq; qi += 8) {  // softmax statistics, a warp per query
+            const int n = min(ATTN_PIECE, pos[r0 + qi / group] + 1 - start);
+            if (n <= 0) continue;  // the row ends before this piece
+            float* s = sc + qi * ATTN_PIECE;
+            float mx = -INFINITY;
+            for (int j = lane; j < n; j += 32) mx = fmaxf(mx, s[j]);
+            mx = warp_max(mx);
+            float w[ATTN_PIECE / 32];  // attn_partial's warp sums
+#pragma unroll
+            for (int c = 0; c < ATTN_PIECE / 32; c++) {
+                const int j = 32 * c + lane;
+                const float e = j < n ? expf(s[j] - mx) : 0.0f;
+                if (j < n) s[j] = e;
+                w[c] = warp_sum(e);
+            }
+            if (lane == 0) {
+                q_max[qi] = mx;
+                q_sum[qi] = ((w[0] + w[4]) + (w[2] + w[6])) + ((w[1] + w[5]) + (w[3] + w[7]));
+            }
+        }
+        float acc[ATTN_RUN_QUERIES];
+#pragma unroll
+        for (int qi = 0; qi < ATTN_RUN_QUERIES; qi++) acc[qi] = 0.0f;
+        for (int k0 = 0; k0 < n_max; k0 += ATTN_RUN_KEYS) {  // e V, a tile of values at a time
+            const int nk = min(ATTN_RUN_KEYS, n_max - k0);
+            __syncthreads();  // e, q_max, q_sum written; the tile's last readers done
+            for (int i = t; i < nk * hd4; i += blockDim.x) {
+                const int j = i / hd4, d4 = i - j * hd4;
+                reinterpret_cast<float4*>(tile)[i] =
+                    reinterpret_cast<const float4*>(v_cache + base + (long long)(start + k0 + j) * pstride)[d4];
+            }
+            __syncthreads();
+            if (t >= hd) continue;  // (no barrier until the loop's next round)
+            if (k0 + nk <= n_all) {  // every query takes every key of the tile (queries past nq: unused sums)
+                for (int j = 0; j < nk; j++) {
+                    const float v = tile[j * hd + t];
+#pragma unroll
+                    for (int qi = 0; qi < ATTN_RUN_QUERIES; qi++)
+                        acc[qi] = fmaf(sc[qi * ATTN_PIECE + k0 + j], v, acc[qi]);
+                }
+            } else {
+                for (int j = 0; j < nk; j++) {
+                    const float v = tile[j * hd + t];
+#pragma unroll
+                    for (int qi = 0; qi < ATTN_RUN_QUERIES; qi++) {
+                        if (qi < nq && k0 + j < pos[r0 + qi / group] + 1 - start)
+                            acc[qi] = fmaf(sc[qi * ATTN_PIECE + k0 + j], v, acc[qi]);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int qi = 0; qi < ATTN_RUN_QUERIES; qi++) {
+            const int row = r0 + qi / group;
+            if (qi < nq && pos[row] + 1 > start) {
+                const long long at = ((long long)row * n_head + kvh * group + qi % group) * n_pieces_max + piece;
+                float* out = part + at * (hd + 2);
+                if (t < hd) out[t] = acc[qi];
+                if (t == 0) {
+                    out[hd] = q_max[qi];
+                    out[hd + 1] = q_sum[qi];
+                }
+            }
+        }
+        __syncthreads();  // q_max, q_sum read before the next piece writes them
     }
 }
 

@@ -30,6 +30,11 @@ MAX_CONV = 8  # longest conv kernel: MAX_CONV in ptx/deltanet.cu
 # 16x the threads of one walk over the run (ptx/deltanet.cu conv_step_silu; the same bits however it is cut).
 CONV_SEG_ROWS = 16
 MAX_HEAD_DIM = 256  # the attention kernels keep one head in 256 threads / floats of shared memory
+# attn_partial_run (ptx/attention.cu: a prefill run's attention): (row, head) queries of one KV head per block,
+# and keys per K / V tile in shared memory
+ATTN_RUN_QUERIES = 32
+ATTN_RUN_KEYS = 32
+ATTN_RUN = os.environ.get("QTUI_ATTN_RUN", "1") != "0"  # 0: prefill runs through attn_partial too (A/B runs)
 MMA_WARPS = 8  # ptx/mma.cuh: warps per block, each a K part
 MMA_THREADS = 32 * MMA_WARPS
 MMA_RING_WARP_BYTES = 10240  # ptx/mma.cuh: a warp's weight ring holds at most this many bytes of units
@@ -132,6 +137,22 @@ def attn_piece_blocks(n_pieces: int, n_head: int, m: int) -> int:
     in all (a long context at m = 1 spreads over the SMs), and no more (at m = 64 one block per (head, row) walks
     its pieces; a block per piece of max_ctx left ~20 us per layer in blocks with nothing to do)."""
     return max(1, min(n_pieces, -(-ATTN_TARGET_BLOCKS // (n_head * m))))
+
+
+def attn_run_grid(n_pieces: int, n_head: int, n_kv: int, m: int) -> tuple[int, int, int]:
+    """attn_partial_run's grid (piece blocks, n_kv, row groups) and rows per group: the rows of a group and the
+    heads of one KV head fill ATTN_RUN_QUERIES; piece blocks up to ATTN_TARGET_BLOCKS in all."""
+    group = n_head // n_kv
+    assert 1 <= group <= ATTN_RUN_QUERIES and n_head % n_kv == 0, (n_head, n_kv)
+    rows = ATTN_RUN_QUERIES // group
+    row_groups = -(-m // rows)
+    z = max(1, min(n_pieces, -(-ATTN_TARGET_BLOCKS // (n_kv * row_groups))))
+    return (z, n_kv, row_groups), rows
+
+
+def attn_run_smem_bytes(hd: int) -> int:
+    """attn_partial_run's dynamic shared memory: a K / V tile and the block's scores of one piece."""
+    return 4 * (ATTN_RUN_KEYS * hd + ATTN_RUN_QUERIES * ATTN_PIECE)
 
 
 def fma_bucket(m: int) -> int:
@@ -621,29 +642,34 @@ class KernelTable:
         hd: int,
         n_pieces: int,
         piece_blocks: int | None = None,
+        run: int = 1,
     ) -> Kernel:
-        """Grid (piece blocks, n_head, m), 256 threads (attn_piece_blocks unless given: no choice changes a bit);
-        part [m][n_head][n_pieces][hd+2]."""
+        """part [m][n_head][n_pieces][hd+2]. Decode (run 1): attn_partial, grid (piece blocks, n_head, m), 256
+        threads (attn_piece_blocks unless given: no choice changes a bit). A run of m rows of one slot at
+        consecutive positions (run == m > 1, a prefill chunk): attn_partial_run, the same bits with each K / V
+        piece read once per block of queries (attn_run_grid)."""
+        args: list[KernelArg] = [
+            (q, P),
+            (k_cache, P),
+            (v_cache, P),
+            (slot_stride, I64),
+            (slots, P),
+            (pos, P),
+            (part, P),
+            (n_head, I32),
+            (n_kv, I32),
+            (hd, I32),
+            (n_pieces, I32),
+        ]
+        if run > 1 and ATTN_RUN:
+            assert run == m, "attn_partial_run takes the rows of one slot"
+            grid, rows = attn_run_grid(n_pieces, n_head, n_kv, m)
+            if piece_blocks is not None:
+                grid = (piece_blocks, grid[1], grid[2])
+            args += [(m, I32), (rows, I32)]
+            return self._site("attention", "attn_partial_run", grid, 256, args, shmem=attn_run_smem_bytes(hd))
         z = attn_piece_blocks(n_pieces, n_head, m) if piece_blocks is None else piece_blocks
-        return self._site(
-            "attention",
-            "attn_partial",
-            (z, n_head, m),
-            256,
-            [
-                (q, P),
-                (k_cache, P),
-                (v_cache, P),
-                (slot_stride, I64),
-                (slots, P),
-                (pos, P),
-                (part, P),
-                (n_head, I32),
-                (n_kv, I32),
-                (hd, I32),
-                (n_pieces, I32),
-            ],
-        )
+        return self._site("attention", "attn_partial", (z, n_head, m), 256, args)
 
     def attn_combine(
         self, *, m: int, part: int, qg: int, pos: int, out: Split, n_head: int, hd: int, n_pieces: int

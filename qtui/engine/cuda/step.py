@@ -132,7 +132,7 @@ def build_step(
             ks += _gdn(kt, cfg, W, A, pools, m, i, gdn_i, run)
             gdn_i += 1
         else:
-            ks += _attention(kt, cfg, W, A, pools, m, i, attn_i, max_ctx)
+            ks += _attention(kt, cfg, W, A, pools, m, i, attn_i, max_ctx, run)
             attn_i += 1
         ks.append(kt.rmsnorm(m=m, x=A["h"], w=W.vectors[p + "post_attention_norm.weight"], out=xn, eps=eps))
         ks += _ffn(kt, cfg, W, A, m, p)
@@ -220,6 +220,7 @@ def _attention(
     layer: int,
     li: int,
     max_ctx: int,
+    run: int,
 ) -> list[Kernel]:
     """Gated full-attention layer li (§2.4): q/k/v, norm + RoPE + KV store, split attention, gate, out + residual."""
     M, V, p = W.matrices, W.vectors, f"blk.{layer}."
@@ -263,6 +264,7 @@ def _attention(
             n_kv=nkv,
             hd=hd,
             n_pieces=n_pieces,
+            run=run,
         ),
         kt.attn_combine(m=m, part=A["part"], qg=A["qg"], pos=A.pos(), out=att, n_head=nh, hd=hd, n_pieces=n_pieces),
         *kt.gemv(qtype=out.qtype, w=out.ptr, x=att, outputs=[(A["h"], cfg.n_embd)], m=m, res=A["h"]),

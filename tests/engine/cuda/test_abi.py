@@ -62,8 +62,23 @@ def every_site() -> list:
             theta=1e4,
             eps=1e-6,
         ),
-        kt.attn_partial(
-            m=1, q=1, k_cache=2, v_cache=3, slot_stride=4, slots=5, pos=6, part=7, n_head=2, n_kv=1, hd=64, n_pieces=1
+        *(
+            kt.attn_partial(
+                m=m,
+                q=1,
+                k_cache=2,
+                v_cache=3,
+                slot_stride=4,
+                slots=5,
+                pos=6,
+                part=7,
+                n_head=2,
+                n_kv=1,
+                hd=64,
+                n_pieces=1,
+                run=m,
+            )
+            for m in (1, 3)  # decode; a prefill run (attn_partial_run)
         ),
         kt.attn_combine(m=1, part=1, qg=2, pos=3, out=Split(1, 2, 128), n_head=2, hd=64, n_pieces=1),
         kt.conv_step_silu(m=2, x=1, w=2, state=3, slot_stride=4, slots=5, out=6, channels=512, kernel=4),
@@ -152,6 +167,9 @@ def test_every_ptx_entry_has_a_builder():
     "name,value,source",
     [
         ("ATTN_PIECE", K.ATTN_PIECE, "attention.cu"),
+        ("MAX_HEAD_DIM", K.MAX_HEAD_DIM, "attention.cu"),
+        ("ATTN_RUN_QUERIES", K.ATTN_RUN_QUERIES, "attention.cu"),
+        ("ATTN_RUN_KEYS", K.ATTN_RUN_KEYS, "attention.cu"),
         ("MAX_CONV", K.MAX_CONV, "deltanet.cu"),
         ("MMA_WARPS", K.MMA_WARPS, "mma.cuh"),
         ("MMA_RING_WARP_BYTES", K.MMA_RING_WARP_BYTES, "mma.cuh"),

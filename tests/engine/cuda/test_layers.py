@@ -329,3 +329,47 @@ def test_attention_decode_against_softmax(gpu):
         scores = np.einsum("hd,thd->ht", q, keys[:, kvh]) / np.sqrt(hd)
         att = np.einsum("ht,thd->hd", ops.softmax(scores), vals[:, kvh]) * ops.sigmoid(qg[r, :, 1].astype(F64))
         assert _rel(got[r], att) < LAYER_REL_TOL, f"row {r} (slot {s}, pos {p})"
+
+
+@pytest.mark.parametrize(
+    "nh, nkv, hd, p0, m",
+    [
+        (16, 4, 256, 500, 21),  # the 4b's heads; rows ending in piece 1 and in piece 2, a partial last row group
+        (4, 2, 128, 0, 37),  # a prompt's first chunk: every row's last piece is the diagonal one
+    ],
+)
+def test_attention_run_kernel_gives_the_decode_kernels_bits(gpu, nh, nkv, hd, p0, m):
+    """A prefill run (m rows of one slot at positions p0..p0+m-1) through attn_partial_run writes the very floats
+    attn_partial writes for those rows, every (row, head, piece), and nothing past each row's length; whatever its
+    piece blocks."""
+    rng = np.random.default_rng()
+    max_ctx, n_slots, slot = 1024, 3, 1
+    n_pieces = max_ctx // ATTN_PIECE
+    q = rng.standard_normal((m, nh, hd)).astype(np.float32)
+    K, V = rng.standard_normal((2, n_slots, max_ctx, nkv, hd)).astype(np.float32)
+    cache = dict(
+        m=m,
+        q=int(gpu.put(q)),
+        k_cache=int(gpu.put(K)),
+        v_cache=int(gpu.put(V)),
+        slot_stride=max_ctx * nkv * hd,
+        slots=int(gpu.put(np.full(m, slot, np.int32))),
+        pos=int(gpu.put(np.arange(p0, p0 + m, dtype=np.int32))),
+        n_head=nh,
+        n_kv=nkv,
+        hd=hd,
+        n_pieces=n_pieces,
+    )
+
+    def parts(**how):
+        part = gpu.poisoned((m, nh, n_pieces, hd + 2))
+        gpu.run(gpu.kt.attn_partial(part=int(part), **cache, **how))
+        return gpu.get(part, (m, nh, n_pieces, hd + 2))
+
+    decode = parts(run=1)
+    written = ~np.isnan(decode).all(axis=3)  # [m, nh, piece]: the pieces below each row's length
+    reach = np.arange(n_pieces) * ATTN_PIECE < np.arange(p0, p0 + m)[:, None] + 1  # [m, piece]
+    assert np.array_equal(written, np.broadcast_to(reach[:, None], written.shape))
+    for z in (None, 1, 2):
+        got = parts(run=m, piece_blocks=z)
+        assert np.array_equal(got.view(np.uint32), decode.view(np.uint32)), f"piece blocks {z}"
