@@ -121,7 +121,7 @@ extern "C" __global__ void attn_partial(const float* __restrict__ q, const float
 #define ATTN_RUN_QUERIES 32
 #define ATTN_RUN_KEYS 32
 #define ATTN_RUN_WARP_QUERIES (ATTN_RUN_QUERIES / 8)  // a warp's queries in the score phase: warp, warp + 8, ...
-extern "C" __global__ void __launch_bounds__(256) attn_partial_run(
+extern "C" __global__ void __launch_bounds__(256, 2) attn_partial_run(
     const float* __restrict__ q, const float* __restrict__ k_cache, const float* __restrict__ v_cache,
     long long slot_stride, const int* __restrict__ slots, const int* __restrict__ pos, float* __restrict__ part,
     int n_head, int n_kv, int hd, int n_pieces_max, int m, int rows_per_block) {
@@ -130,6 +130,7 @@ extern "C" __global__ void __launch_bounds__(256) attn_partial_run(
     float* tile = smem;                       // [ATTN_RUN_KEYS][hd]: K, then V
     float* sc = tile + ATTN_RUN_KEYS * hd;    // [ATTN_RUN_QUERIES][ATTN_PIECE]: scores, then e
     __shared__ float q_max[ATTN_RUN_QUERIES], q_sum[ATTN_RUN_QUERIES];
+    __shared__ int q_n[ATTN_RUN_QUERIES];  // keys of this piece each query takes (0: its row ends before it)
     const int group = n_head / n_kv, kvh = blockIdx.y, t = threadIdx.x, lane = t & 31, warp = t >> 5;
     const int r0 = blockIdx.z * rows_per_block, r1 = min(r0 + rows_per_block, m);
     const int nq = (r1 - r0) * group;  // query i: row r0 + i / group, head kvh * group + i % group
@@ -141,8 +142,8 @@ extern "C" __global__ void __launch_bounds__(256) attn_partial_run(
     const int hd4 = hd >> 2;  // float4s per K / V row (hd a multiple of 4)
     for (int piece = blockIdx.x; piece * ATTN_PIECE < len_max; piece += gridDim.x) {
         const int start = piece * ATTN_PIECE, n_max = min(ATTN_PIECE, len_max - start);
-        // keys below n_all: every query of the block takes them (its first row's length, or the piece)
-        const int n_all = min(ATTN_PIECE, len_min - start);
+        // keys below n_first: every query of the block takes them (its first row's, of consecutive positions)
+        const int n_first = len_min - start, n_all = min(ATTN_PIECE, n_first);
         // the warp's queries, dims lane + 32 k (loaded per piece: not live in e V, two blocks fit an SM)
         float qr[ATTN_RUN_WARP_QUERIES][MAX_HEAD_DIM / 32];
 #pragma unroll
@@ -182,9 +183,10 @@ extern "C" __global__ void __launch_bounds__(256) attn_partial_run(
             }
         }
         __syncthreads();
-        for (int qi = warp; qi < nq; qi += 8) {  // softmax statistics, a warp per query
-            const int n = min(ATTN_PIECE, pos[r0 + qi / group] + 1 - start);
-            if (n <= 0) continue;  // the row ends before this piece
+        for (int qi = warp; qi < ATTN_RUN_QUERIES; qi += 8) {  // softmax statistics, a warp per query
+            const int n = qi < nq ? max(0, min(ATTN_PIECE, pos[r0 + qi / group] + 1 - start)) : 0;
+            if (lane == 0) q_n[qi] = n;
+            if (n == 0) continue;
             float* s = sc + qi * ATTN_PIECE;
             float mx = -INFINITY;
             for (int j = lane; j < n; j += 32) mx = fmaxf(mx, s[j]);
@@ -207,7 +209,7 @@ extern "C" __global__ void __launch_bounds__(256) attn_partial_run(
         for (int qi = 0; qi < ATTN_RUN_QUERIES; qi++) acc[qi] = 0.0f;
         for (int k0 = 0; k0 < n_max; k0 += ATTN_RUN_KEYS) {  // e V, a tile of values at a time
             const int nk = min(ATTN_RUN_KEYS, n_max - k0);
-            __syncthreads();  // e, q_max, q_sum written; the tile's last readers done
+            __syncthreads();  // e, q_n, q_max, q_sum written; the tile's last readers done
             for (int i = t; i < nk * hd4; i += blockDim.x) {
                 const int j = i / hd4, d4 = i - j * hd4;
                 reinterpret_cast<float4*>(tile)[i] =
@@ -215,20 +217,24 @@ extern "C" __global__ void __launch_bounds__(256) attn_partial_run(
             }
             __syncthreads();
             if (t >= hd) continue;  // (no barrier until the loop's next round)
-            if (k0 + nk <= n_all) {  // every query takes every key of the tile (queries past nq: unused sums)
-                for (int j = 0; j < nk; j++) {
-                    const float v = tile[j * hd + t];
-#pragma unroll
-                    for (int qi = 0; qi < ATTN_RUN_QUERIES; qi++)
-                        acc[qi] = fmaf(sc[qi * ATTN_PIECE + k0 + j], v, acc[qi]);
-                }
-            } else {
-                for (int j = 0; j < nk; j++) {
-                    const float v = tile[j * hd + t];
+            if (nk == ATTN_RUN_KEYS && k0 + nk <= n_all) {
+                // a whole tile every query takes (queries past nq: unused sums): e of four keys in one load
+                for (int j = 0; j < ATTN_RUN_KEYS; j += 4) {
+                    const float v0 = tile[j * hd + t], v1 = tile[(j + 1) * hd + t];
+                    const float v2 = tile[(j + 2) * hd + t], v3 = tile[(j + 3) * hd + t];
 #pragma unroll
                     for (int qi = 0; qi < ATTN_RUN_QUERIES; qi++) {
-                        if (qi < nq && k0 + j < pos[r0 + qi / group] + 1 - start)
-                            acc[qi] = fmaf(sc[qi * ATTN_PIECE + k0 + j], v, acc[qi]);
+                        const float4 e = *reinterpret_cast<const float4*>(sc + qi * ATTN_PIECE + k0 + j);
+                        acc[qi] = fmaf(e.w, v3, fmaf(e.z, v2, fmaf(e.y, v1, fmaf(e.x, v0, acc[qi]))));
+                    }
+                }
+            } else {  // a tile some queries take in part: query qi takes key n_first + qi / group and below
+                for (int j = 0; j < nk; j++) {
+                    const float v = tile[j * hd + t];
+                    const int first_q = (k0 + j - n_first + 1) * group;  // the first query taking key k0 + j
+#pragma unroll
+                    for (int qi = 0; qi < ATTN_RUN_QUERIES; qi++) {
+                        if (qi >= first_q) acc[qi] = fmaf(sc[qi * ATTN_PIECE + k0 + j], v, acc[qi]);
                     }
                 }
             }
@@ -236,7 +242,7 @@ extern "C" __global__ void __launch_bounds__(256) attn_partial_run(
 #pragma unroll
         for (int qi = 0; qi < ATTN_RUN_QUERIES; qi++) {
             const int row = r0 + qi / group;
-            if (qi < nq && pos[row] + 1 > start) {
+            if (q_n[qi] > 0) {
                 const long long at = ((long long)row * n_head + kvh * group + qi % group) * n_pieces_max + piece;
                 float* out = part + at * (hd + 2);
                 if (t < hd) out[t] = acc[qi];
@@ -246,7 +252,7 @@ extern "C" __global__ void __launch_bounds__(256) attn_partial_run(
                 }
             }
         }
-        __syncthreads();  // q_max, q_sum read before the next piece writes them
+        __syncthreads();  // q_n, q_max, q_sum read before the next piece writes them
     }
 }
 
