@@ -139,7 +139,7 @@ def attn_piece_blocks(n_pieces: int, n_head: int, m: int) -> int:
     return max(1, min(n_pieces, -(-ATTN_TARGET_BLOCKS // (n_head * m))))
 
 
-def attn_run_grid(n_pieces: int, n_head: int, n_kv: int, m: int) -> tuple[int, int, int]:
+def attn_run_grid(n_pieces: int, n_head: int, n_kv: int, m: int) -> tuple[tuple[int, int, int], int]:
     """attn_partial_run's grid (piece blocks, n_kv, row groups) and rows per group: the rows of a group and the
     heads of one KV head fill ATTN_RUN_QUERIES; piece blocks up to ATTN_TARGET_BLOCKS in all."""
     group = n_head // n_kv
