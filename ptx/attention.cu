@@ -144,6 +144,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) attn_partial_run(
         const int start = piece * ATTN_PIECE, n_max = min(ATTN_PIECE, len_max - start);
         // keys below n_first: every query of the block takes them (its first row's, of consecutive positions)
         const int n_first = len_min - start, n_all = min(ATTN_PIECE, n_first);
+        const auto load_tile = [&](const float* __restrict__ cache, int k0, int nk) {  // keys k0..k0+nk-1
+            for (int i = t; i < nk * hd4; i += blockDim.x) {
+                const int j = i / hd4, d4 = i - j * hd4;
+                reinterpret_cast<float4*>(tile)[i] =
+                    reinterpret_cast<const float4*>(cache + base + (long long)(start + k0 + j) * pstride)[d4];
+            }
+        };
         // the warp's queries, dims lane + 32 k (loaded per piece: not live in e V, two blocks fit an SM)
         float qr[ATTN_RUN_WARP_QUERIES][MAX_HEAD_DIM / 32];
 #pragma unroll
@@ -157,11 +164,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) attn_partial_run(
         for (int k0 = 0; k0 < n_max; k0 += ATTN_RUN_KEYS) {  // scores, a tile of keys at a time
             const int nk = min(ATTN_RUN_KEYS, n_max - k0);
             __syncthreads();  // the tile's last readers done
-            for (int i = t; i < nk * hd4; i += blockDim.x) {
-                const int j = i / hd4, d4 = i - j * hd4;
-                reinterpret_cast<float4*>(tile)[i] =
-                    reinterpret_cast<const float4*>(k_cache + base + (long long)(start + k0 + j) * pstride)[d4];
-            }
+            load_tile(k_cache, k0, nk);
             __syncthreads();
             for (int j = 0; j < nk; j++) {
                 float kv[MAX_HEAD_DIM / 32];
@@ -210,11 +213,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) attn_partial_run(
         for (int k0 = 0; k0 < n_max; k0 += ATTN_RUN_KEYS) {  // e V, a tile of values at a time
             const int nk = min(ATTN_RUN_KEYS, n_max - k0);
             __syncthreads();  // e, q_n, q_max, q_sum written; the tile's last readers done
-            for (int i = t; i < nk * hd4; i += blockDim.x) {
-                const int j = i / hd4, d4 = i - j * hd4;
-                reinterpret_cast<float4*>(tile)[i] =
-                    reinterpret_cast<const float4*>(v_cache + base + (long long)(start + k0 + j) * pstride)[d4];
-            }
+            load_tile(v_cache, k0, nk);
             __syncthreads();
             if (t >= hd) continue;  // (no barrier until the loop's next round)
             if (nk == ATTN_RUN_KEYS && k0 + nk <= n_all) {

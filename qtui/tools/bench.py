@@ -32,6 +32,7 @@ from qtui.tools.bench_compare import profile_label
 
 if TYPE_CHECKING:
     from qtui.engine.cuda.engine import CudaEngine
+    from qtui.engine.cuda.step import Head
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -226,14 +227,14 @@ def mixed_rung(
 
 
 def profile_step(
-    engine: CudaEngine, m: int, reps: int = 5, prefill: bool = False, pos0: int = 0
+    engine: CudaEngine, m: int, reps: int = 5, prefill: bool = False, pos0: int = 0, head: Head = "none"
 ) -> list[dict[str, Any]]:
     """GPU time of the m-row step split by kernel name: the launches of one name, in step order, captured as
     their own graph and replayed (median of reps). The weights stream from memory as in the real step, so
     the parts add up to about the whole step. [{name, launches, us}], slowest first, plus a "whole step" row.
-    prefill: a prefill chunk of m rows of one slot at positions pos0..pos0+m-1 instead of m decoding slots; no LM
-    head at pos0 = 0 (a long prompt's first chunk), else the head on its last row (a mixed step's piece: the
-    engine runs it on every prefill call)."""
+    prefill: a prefill chunk of m rows of one slot at positions pos0..pos0+m-1 instead of m decoding slots, with
+    the LM head `head` ("none": a long prompt's inner chunk; "last": a mixed step's piece, as the engine runs it on
+    every prefill call)."""
     from qtui.engine.cuda import driver as drv
     from qtui.engine.cuda.graphs import GraphCache
 
@@ -243,7 +244,7 @@ def profile_step(
     else:
         engine._stage(0, slots, [0] * m)
     engine.acts.step.upload(engine._staging.array[0], engine.stream)
-    plan = engine._plan(m, "last" if pos0 else "none", m) if prefill else engine._plan(m, "all")
+    plan = engine._plan(m, head, m) if prefill else engine._plan(m, "all")
     groups: dict[str, list[drv.Kernel]] = {"whole step": plan}
     for k in plan:
         groups.setdefault(k.name, []).append(k)
@@ -304,7 +305,9 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         if mixed is not None:  # the mixed step's piece at the long prompt's end (its slowest: the most context)
             piece = int(mixed["chunk"])
             pos0 = long_prompt - piece
-            profile[f"mixed piece of {piece} at {pos0}"] = profile_step(cuda_engine, piece, prefill=True, pos0=pos0)
+            profile[f"mixed piece of {piece} at {pos0}"] = profile_step(
+                cuda_engine, piece, prefill=True, pos0=pos0, head="last"
+            )
     else:
         profile = {}
     return {

@@ -141,13 +141,13 @@ def attn_piece_blocks(n_pieces: int, n_head: int, m: int) -> int:
 
 def attn_run_grid(n_pieces: int, n_head: int, n_kv: int, m: int) -> tuple[tuple[int, int, int], int]:
     """attn_partial_run's grid (piece blocks, n_kv, row groups) and rows per group: the rows of a group and the
-    heads of one KV head fill ATTN_RUN_QUERIES; piece blocks up to ATTN_TARGET_BLOCKS in all."""
+    heads of one KV head fill ATTN_RUN_QUERIES; piece blocks as attn_piece_blocks (a block per KV head and row group
+    where attn_partial has one per head and row)."""
     group = n_head // n_kv
     assert 1 <= group <= ATTN_RUN_QUERIES and n_head % n_kv == 0, (n_head, n_kv)
     rows = ATTN_RUN_QUERIES // group
     row_groups = -(-m // rows)
-    z = max(1, min(n_pieces, -(-ATTN_TARGET_BLOCKS // (n_kv * row_groups))))
-    return (z, n_kv, row_groups), rows
+    return (attn_piece_blocks(n_pieces, n_kv, row_groups), n_kv, row_groups), rows
 
 
 def attn_run_smem_bytes(hd: int) -> int:
