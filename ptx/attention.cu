@@ -108,27 +108,67 @@ extern "C" __global__ void attn_partial(const float* __restrict__ q, const float
 // every row is the same slot's): per (row, head, piece) the same floats as attn_partial, each K and V piece read
 // once for up to ATTN_RUN_QUERIES (row, head) queries of one KV head instead of once per query (a 64-row chunk at
 // position 4000 reads ~2 GB of K and V per layer through attn_partial). Grid (piece blocks Z, n_kv, row groups of
-// rows_per_block), 256 threads; rows_per_block * (n_head / n_kv) <= ATTN_RUN_QUERIES. Dynamic shared memory
-// (kernels.py attn_run_smem_bytes): a K or V tile [ATTN_RUN_KEYS][hd] and the scores [ATTN_RUN_QUERIES][piece].
+// rows_per_block), ATTN_RUN_THREADS threads; rows_per_block * (n_head / n_kv) <= ATTN_RUN_QUERIES. Dynamic shared
+// memory (kernels.py attn_run_smem_bytes): a K or V tile [ATTN_RUN_KEYS][hd] and the scores [ATTN_RUN_QUERIES][piece].
 // Why the bits are attn_partial's, step by step:
-//   score: lane l's fmaf chain over d = l, l + 32, ... < hd from 0, warp_sum (a butterfly: every lane gets the
+//   score: lane l's fmaf chain over d = l, l + 32, ... < hd from 0, warp_sum's butterfly (every lane gets the
 //          same value), times the scale, as a warp of attn_partial computes it;
 //   max:   exact in any order;
 //   sum:   attn_partial's block_sum over 256 threads, thread t holding e_t (0 past n): warp c's butterfly over
 //          e_{32c..32c+31}, then warp 0's over the 8 warp sums (lanes 8..31 zero), whose lane 0 adds
 //          ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7));
 //   acc:   thread t's fmaf chain over j = 0..n-1 of e_j v_j[t] from 0, the tiles walked in order.
+// A tile's global loads are in flight (registers) while the tile before it is used.
+
+// warp_sum of N values at once, level by level: the same butterfly per value, the N shuffles of a level in flight
+// together (ptxas keeps separate warp_sum calls one after another)
+template <int N>
+__device__ __forceinline__ void warp_sums(float* v) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        float other[N];
+#pragma unroll
+        for (int c = 0; c < N; c++) other[c] = __shfl_xor_sync(0xffffffffu, v[c], off);
+#pragma unroll
+        for (int c = 0; c < N; c++) v[c] += other[c];
+    }
+}
+
+#define ATTN_RUN_THREADS 512
 #define ATTN_RUN_QUERIES 32
 #define ATTN_RUN_KEYS 32
-#define ATTN_RUN_WARP_QUERIES (ATTN_RUN_QUERIES / 8)  // a warp's queries in the score phase: warp, warp + 8, ...
-extern "C" __global__ void __launch_bounds__(256, 2) attn_partial_run(
+#define ATTN_RUN_WARP_QUERIES (ATTN_RUN_QUERIES / (ATTN_RUN_THREADS / 32))  // score phase: warp + 16 i
+#define ATTN_RUN_WARP_KEYS 4                                                // keys a warp scores at a time
+#define ATTN_RUN_PV_QUERIES (ATTN_RUN_QUERIES / (ATTN_RUN_THREADS / 256))   // e V: thread t, dim t % 256
+#define ATTN_RUN_FETCH (ATTN_RUN_KEYS * MAX_HEAD_DIM / 4 / ATTN_RUN_THREADS)  // float4s a thread loads a tile
+
+// A tile of nk K or V rows (keys k0..k0+nk-1 of the piece) into registers, then into shared memory.
+struct RunTile {
+    float4 v[ATTN_RUN_FETCH];
+    __device__ __forceinline__ void fetch(const float* __restrict__ src, long long pstride, int nk, int hd4) {
+#pragma unroll
+        for (int u = 0; u < ATTN_RUN_FETCH; u++) {
+            const int i = threadIdx.x + u * ATTN_RUN_THREADS, j = i / hd4;
+            if (j < nk) v[u] = reinterpret_cast<const float4*>(src + (long long)j * pstride)[i - j * hd4];
+        }
+    }
+    __device__ __forceinline__ void put(float* tile, int nk, int hd4) const {
+#pragma unroll
+        for (int u = 0; u < ATTN_RUN_FETCH; u++) {
+            const int i = threadIdx.x + u * ATTN_RUN_THREADS;
+            if (i < nk * hd4) reinterpret_cast<float4*>(tile)[i] = v[u];
+        }
+    }
+};
+
+extern "C" __global__ void __launch_bounds__(ATTN_RUN_THREADS) attn_partial_run(
     const float* __restrict__ q, const float* __restrict__ k_cache, const float* __restrict__ v_cache,
     long long slot_stride, const int* __restrict__ slots, const int* __restrict__ pos, float* __restrict__ part,
     int n_head, int n_kv, int hd, int n_pieces_max, int m, int rows_per_block) {
     pdl_enter();
     DYNAMIC_SMEM_AS(float, smem);
-    float* tile = smem;                       // [ATTN_RUN_KEYS][hd]: K, then V
-    float* sc = tile + ATTN_RUN_KEYS * hd;    // [ATTN_RUN_QUERIES][ATTN_PIECE]: scores, then e
+    float* tile = smem;                     // [ATTN_RUN_KEYS][hd]: K, then V
+    float* sc = tile + ATTN_RUN_KEYS * hd;  // [ATTN_RUN_QUERIES][ATTN_PIECE]: scores, then e
     __shared__ float q_max[ATTN_RUN_QUERIES], q_sum[ATTN_RUN_QUERIES];
     __shared__ int q_n[ATTN_RUN_QUERIES];  // keys of this piece each query takes (0: its row ends before it)
     const int group = n_head / n_kv, kvh = blockIdx.y, t = threadIdx.x, lane = t & 31, warp = t >> 5;
@@ -136,57 +176,72 @@ extern "C" __global__ void __launch_bounds__(256, 2) attn_partial_run(
     const int nq = (r1 - r0) * group;  // query i: row r0 + i / group, head kvh * group + i % group
     const int len_max = pos[r1 - 1] + 1, len_min = pos[r0] + 1;  // a run: consecutive positions
     if ((int)blockIdx.x * ATTN_PIECE >= len_max) return;
-    const long long base = slot_stride * slots[r0] + (long long)kvh * hd;
     const long long pstride = (long long)n_kv * hd;
+    const float* k_base = k_cache + slot_stride * slots[r0] + (long long)kvh * hd;
+    const float* v_base = v_cache + slot_stride * slots[r0] + (long long)kvh * hd;
     const float scale = 1.0f / sqrtf((float)hd);
-    const int hd4 = hd >> 2;  // float4s per K / V row (hd a multiple of 4)
+    const int hd4 = hd >> 2;                           // float4s per K / V row (hd a multiple of 4)
+    const int dim = t % 256, pv0 = (t / 256) * ATTN_RUN_PV_QUERIES;  // e V: this thread's dim and queries
+    RunTile next;
     for (int piece = blockIdx.x; piece * ATTN_PIECE < len_max; piece += gridDim.x) {
         const int start = piece * ATTN_PIECE, n_max = min(ATTN_PIECE, len_max - start);
         // keys below n_first: every query of the block takes them (its first row's, of consecutive positions)
         const int n_first = len_min - start, n_all = min(ATTN_PIECE, n_first);
-        const auto load_tile = [&](const float* __restrict__ cache, int k0, int nk) {  // keys k0..k0+nk-1
-            for (int i = t; i < nk * hd4; i += blockDim.x) {
-                const int j = i / hd4, d4 = i - j * hd4;
-                reinterpret_cast<float4*>(tile)[i] =
-                    reinterpret_cast<const float4*>(cache + base + (long long)(start + k0 + j) * pstride)[d4];
-            }
-        };
-        // the warp's queries, dims lane + 32 k (loaded per piece: not live in e V, two blocks fit an SM)
+        const float* k_piece = k_base + (long long)start * pstride;
+        const float* v_piece = v_base + (long long)start * pstride;
+        // the warp's queries, dims lane + 32 k (loaded per piece: not live in e V)
         float qr[ATTN_RUN_WARP_QUERIES][MAX_HEAD_DIM / 32];
 #pragma unroll
         for (int i = 0; i < ATTN_RUN_WARP_QUERIES; i++) {
-            const int qi = warp + 8 * i;
+            const int qi = warp + 16 * i;
             const float* src = q + ((long long)(r0 + qi / group) * n_head + kvh * group + qi % group) * hd;
 #pragma unroll
             for (int k = 0; k < MAX_HEAD_DIM / 32; k++)
                 qr[i][k] = qi < nq && lane + 32 * k < hd ? src[lane + 32 * k] : 0.0f;
         }
+        next.fetch(k_piece, pstride, min(ATTN_RUN_KEYS, n_max), hd4);
         for (int k0 = 0; k0 < n_max; k0 += ATTN_RUN_KEYS) {  // scores, a tile of keys at a time
-            const int nk = min(ATTN_RUN_KEYS, n_max - k0);
+            const int nk = min(ATTN_RUN_KEYS, n_max - k0), k1 = k0 + ATTN_RUN_KEYS;
             __syncthreads();  // the tile's last readers done
-            load_tile(k_cache, k0, nk);
+            next.put(tile, nk, hd4);
             __syncthreads();
-            for (int j = 0; j < nk; j++) {
-                float kv[MAX_HEAD_DIM / 32];
+            if (k1 < n_max) next.fetch(k_piece + k1 * pstride, pstride, min(ATTN_RUN_KEYS, n_max - k1), hd4);
+            else next.fetch(v_piece, pstride, min(ATTN_RUN_KEYS, n_max), hd4);
+            // a few keys at a time for both of the warp's queries (past nq: zero queries, scores not stored): the
+            // dot products and butterflies in flight together (rows past nk exist in the tile: not stored either)
+            for (int j = 0; j < nk; j += ATTN_RUN_WARP_KEYS) {
+                float dot[ATTN_RUN_WARP_QUERIES][ATTN_RUN_WARP_KEYS];
 #pragma unroll
-                for (int k = 0; k < MAX_HEAD_DIM / 32; k++)
-                    kv[k] = lane + 32 * k < hd ? tile[j * hd + lane + 32 * k] : 0.0f;
+                for (int u = 0; u < ATTN_RUN_WARP_KEYS; u++) {
+                    float kv[MAX_HEAD_DIM / 32];
 #pragma unroll
-                for (int i = 0; i < ATTN_RUN_WARP_QUERIES; i++) {
-                    const int qi = warp + 8 * i;
-                    if (qi >= nq) continue;  // (warp-uniform)
-                    float acc = 0.0f;
+                    for (int k = 0; k < MAX_HEAD_DIM / 32; k++)
+                        kv[k] = lane + 32 * k < hd ? tile[(j + u) * hd + lane + 32 * k] : 0.0f;
 #pragma unroll
-                    for (int k = 0; k < MAX_HEAD_DIM / 32; k++) {
-                        if (lane + 32 * k < hd) acc = fmaf(qr[i][k], kv[k], acc);
+                    for (int i = 0; i < ATTN_RUN_WARP_QUERIES; i++) {
+                        float acc = 0.0f;
+#pragma unroll
+                        for (int k = 0; k < MAX_HEAD_DIM / 32; k++) {
+                            if (lane + 32 * k < hd) acc = fmaf(qr[i][k], kv[k], acc);
+                        }
+                        dot[i][u] = acc;
                     }
-                    acc = warp_sum(acc);
-                    if (lane == 0) sc[qi * ATTN_PIECE + k0 + j] = acc * scale;
+                }
+                warp_sums<ATTN_RUN_WARP_QUERIES * ATTN_RUN_WARP_KEYS>(&dot[0][0]);
+                if (lane == 0) {
+#pragma unroll
+                    for (int i = 0; i < ATTN_RUN_WARP_QUERIES; i++) {
+                        const int qi = warp + 16 * i;
+#pragma unroll
+                        for (int u = 0; u < ATTN_RUN_WARP_KEYS; u++) {
+                            if (qi < nq && j + u < nk) sc[qi * ATTN_PIECE + k0 + j + u] = dot[i][u] * scale;
+                        }
+                    }
                 }
             }
         }
         __syncthreads();
-        for (int qi = warp; qi < ATTN_RUN_QUERIES; qi += 8) {  // softmax statistics, a warp per query
+        for (int qi = warp; qi < ATTN_RUN_QUERIES; qi += ATTN_RUN_THREADS / 32) {  // softmax statistics
             const int n = qi < nq ? max(0, min(ATTN_PIECE, pos[r0 + qi / group] + 1 - start)) : 0;
             if (lane == 0) q_n[qi] = n;
             if (n == 0) continue;
@@ -198,54 +253,56 @@ extern "C" __global__ void __launch_bounds__(256, 2) attn_partial_run(
 #pragma unroll
             for (int c = 0; c < ATTN_PIECE / 32; c++) {
                 const int j = 32 * c + lane;
-                const float e = j < n ? expf(s[j] - mx) : 0.0f;
-                if (j < n) s[j] = e;
-                w[c] = warp_sum(e);
+                w[c] = j < n ? expf(s[j] - mx) : 0.0f;
+                if (j < n) s[j] = w[c];
             }
+            warp_sums<ATTN_PIECE / 32>(w);
             if (lane == 0) {
                 q_max[qi] = mx;
                 q_sum[qi] = ((w[0] + w[4]) + (w[2] + w[6])) + ((w[1] + w[5]) + (w[3] + w[7]));
             }
         }
-        float acc[ATTN_RUN_QUERIES];
+        float acc[ATTN_RUN_PV_QUERIES];
 #pragma unroll
-        for (int qi = 0; qi < ATTN_RUN_QUERIES; qi++) acc[qi] = 0.0f;
+        for (int i = 0; i < ATTN_RUN_PV_QUERIES; i++) acc[i] = 0.0f;
+        const float* e0 = sc + pv0 * ATTN_PIECE;  // the e of this thread's queries
         for (int k0 = 0; k0 < n_max; k0 += ATTN_RUN_KEYS) {  // e V, a tile of values at a time
-            const int nk = min(ATTN_RUN_KEYS, n_max - k0);
+            const int nk = min(ATTN_RUN_KEYS, n_max - k0), k1 = k0 + ATTN_RUN_KEYS;
             __syncthreads();  // e, q_n, q_max, q_sum written; the tile's last readers done
-            load_tile(v_cache, k0, nk);
+            next.put(tile, nk, hd4);
             __syncthreads();
-            if (t >= hd) continue;  // (no barrier until the loop's next round)
-            if (nk == ATTN_RUN_KEYS && k0 + nk <= n_all) {
+            if (k1 < n_max) next.fetch(v_piece + k1 * pstride, pstride, min(ATTN_RUN_KEYS, n_max - k1), hd4);
+            if (dim >= hd) continue;  // (no barrier until the loop's next round)
+            if (nk == ATTN_RUN_KEYS && k1 <= n_all) {
                 // a whole tile every query takes (queries past nq: unused sums): e of four keys in one load
                 for (int j = 0; j < ATTN_RUN_KEYS; j += 4) {
-                    const float v0 = tile[j * hd + t], v1 = tile[(j + 1) * hd + t];
-                    const float v2 = tile[(j + 2) * hd + t], v3 = tile[(j + 3) * hd + t];
+                    const float v0 = tile[j * hd + dim], v1 = tile[(j + 1) * hd + dim];
+                    const float v2 = tile[(j + 2) * hd + dim], v3 = tile[(j + 3) * hd + dim];
 #pragma unroll
-                    for (int qi = 0; qi < ATTN_RUN_QUERIES; qi++) {
-                        const float4 e = *reinterpret_cast<const float4*>(sc + qi * ATTN_PIECE + k0 + j);
-                        acc[qi] = fmaf(e.w, v3, fmaf(e.z, v2, fmaf(e.y, v1, fmaf(e.x, v0, acc[qi]))));
+                    for (int i = 0; i < ATTN_RUN_PV_QUERIES; i++) {
+                        const float4 e = *reinterpret_cast<const float4*>(e0 + i * ATTN_PIECE + k0 + j);
+                        acc[i] = fmaf(e.w, v3, fmaf(e.z, v2, fmaf(e.y, v1, fmaf(e.x, v0, acc[i]))));
                     }
                 }
             } else {  // a tile some queries take in part: query qi takes key n_first + qi / group and below
                 for (int j = 0; j < nk; j++) {
-                    const float v = tile[j * hd + t];
+                    const float v = tile[j * hd + dim];
                     const int first_q = (k0 + j - n_first + 1) * group;  // the first query taking key k0 + j
 #pragma unroll
-                    for (int qi = 0; qi < ATTN_RUN_QUERIES; qi++) {
-                        if (qi >= first_q) acc[qi] = fmaf(sc[qi * ATTN_PIECE + k0 + j], v, acc[qi]);
+                    for (int i = 0; i < ATTN_RUN_PV_QUERIES; i++) {
+                        if (pv0 + i >= first_q) acc[i] = fmaf(e0[i * ATTN_PIECE + k0 + j], v, acc[i]);
                     }
                 }
             }
         }
 #pragma unroll
-        for (int qi = 0; qi < ATTN_RUN_QUERIES; qi++) {
-            const int row = r0 + qi / group;
+        for (int i = 0; i < ATTN_RUN_PV_QUERIES; i++) {
+            const int qi = pv0 + i, row = r0 + qi / group;
             if (q_n[qi] > 0) {
                 const long long at = ((long long)row * n_head + kvh * group + qi % group) * n_pieces_max + piece;
                 float* out = part + at * (hd + 2);
-                if (t < hd) out[t] = acc[qi];
-                if (t == 0) {
+                if (dim < hd) out[dim] = acc[i];
+                if (dim == 0) {
                     out[hd] = q_max[qi];
                     out[hd + 1] = q_sum[qi];
                 }

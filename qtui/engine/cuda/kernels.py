@@ -32,6 +32,7 @@ CONV_SEG_ROWS = 16
 MAX_HEAD_DIM = 256  # the attention kernels keep one head in 256 threads / floats of shared memory
 # attn_partial_run (ptx/attention.cu: a prefill run's attention): (row, head) queries of one KV head per block,
 # and keys per K / V tile in shared memory
+ATTN_RUN_THREADS = 512
 ATTN_RUN_QUERIES = 32
 ATTN_RUN_KEYS = 32
 ATTN_RUN = os.environ.get("QTUI_ATTN_RUN", "1") != "0"  # 0: prefill runs through attn_partial too (A/B runs)
@@ -667,7 +668,8 @@ class KernelTable:
             if piece_blocks is not None:
                 grid = (piece_blocks, grid[1], grid[2])
             args += [(m, I32), (rows, I32)]
-            return self._site("attention", "attn_partial_run", grid, 256, args, shmem=attn_run_smem_bytes(hd))
+            shmem = attn_run_smem_bytes(hd)
+            return self._site("attention", "attn_partial_run", grid, ATTN_RUN_THREADS, args, shmem=shmem)
         z = attn_piece_blocks(n_pieces, n_head, m) if piece_blocks is None else piece_blocks
         return self._site("attention", "attn_partial", (z, n_head, m), 256, args)
 

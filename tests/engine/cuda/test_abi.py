@@ -168,6 +168,7 @@ def test_every_ptx_entry_has_a_builder():
     [
         ("ATTN_PIECE", K.ATTN_PIECE, "attention.cu"),
         ("MAX_HEAD_DIM", K.MAX_HEAD_DIM, "attention.cu"),
+        ("ATTN_RUN_THREADS", K.ATTN_RUN_THREADS, "attention.cu"),
         ("ATTN_RUN_QUERIES", K.ATTN_RUN_QUERIES, "attention.cu"),
         ("ATTN_RUN_KEYS", K.ATTN_RUN_KEYS, "attention.cu"),
         ("MAX_CONV", K.MAX_CONV, "deltanet.cu"),
