@@ -76,12 +76,14 @@ def delta_step_smem_bytes(d_k: int) -> int:
 # The 64-token GEMM (ptx/gemm.cuh: warpgroup MMAs over a staged x tile, one block per SM): GEMV launches of at
 # least GEMM_MIN_ROWS rows run as gemm_stage_x + mma_gemm_* (the same bits, tests/engine/cuda/test_gemv.py);
 # QTUI_GEMM_MIN_ROWS=1000000 turns it off (A/B runs). From 17 rows (1fa24a5, H200, 4b): the 32-row step 10.8 ->
-# 8.7 ms (c = 32 2972 -> 3682 tok/s, c = 24 2564 -> 2950) against the GEMV's 32-token passes (NT = 4).
+# 8.7 ms (c = 32 2972 -> 3682 tok/s, c = 24 2564 -> 2950) against the GEMV's 32-token passes (NT = 4). From 9 rows
+# since the GEMM's 32-token form: at bf2d4d9 (H200) the 16-row step on the GEMV (5.07 ms) was slower than the
+# 32-row step on the GEMM (4.69 ms), whose MMA work is the same at 9 - 32 rows (ptx/PERF.md, session 12).
 GEMM_TOKENS = 64  # ptx/split.cuh GEMM_TOKENS: tokens per pass
 GEMM_STAGES = int(os.environ.get("QTUI_GEMM_STAGES", "2"))  # ptx/gemm.cuh GEMM_STAGES (a variant build: its own)
 GX_MAT = 2048  # ptx/split.cuh GX_MAT: one staged x matrix (64 tokens x k16, bf16)
 GX_CHUNK = 37 * GX_MAT  # ptx/split.cuh GX_CHUNK: staged bytes of one pass and super-block
-GEMM_MIN_ROWS = int(os.environ.get("QTUI_GEMM_MIN_ROWS", "17"))
+GEMM_MIN_ROWS = int(os.environ.get("QTUI_GEMM_MIN_ROWS", "9"))
 # Launches of at most this many rows (one pass) run the GEMM's 32-token form (mma_gemm_*_n32: m64n32k16, half the
 # MMA work of a 64-token pass for the same bits); QTUI_GEMM_NARROW_ROWS=0 turns it off (A/B runs).
 GEMM_NARROW_ROWS = int(os.environ.get("QTUI_GEMM_NARROW_ROWS", "32"))

@@ -186,13 +186,13 @@ def test_gemv_sites_choose_kernels_by_type_and_rows(monkeypatch):
     kt = KernelTable(dry=True)
     x = Split(1 << 20, 1 << 21, 9216)
     parts = mma_blocks_per_group(20, 36, MMA_GEMV_TARGET_BLOCKS)
-    assert parts > 1 and kernels.GEMM_MIN_ROWS == 17
+    assert parts > 1 and kernels.GEMM_MIN_ROWS == 9
     for qtype in MMA_TYPES:
-        for m, nt, passes in ((1, 1, 1), (9, 2, 1), (16, 2, 1)):
+        for m, nt, passes in ((1, 1, 1), (8, 1, 1)):
             (k,) = kt.gemv(qtype=qtype, w=1, x=x, outputs=[(3, 2560)], m=m, res=3)
             assert k.name == f"mma_gemv_{qtype}_n{nt}" and k.grid[1] == passes and k.block == 256 and k.pdl
             assert k.grid[0] == 20 * parts and int(k.cells[-3][0]) == parts  # 20 groups: the K split in parallel
-        for m, passes in ((17, 1), (32, 1), (33, 1), (64, 1), (65, 2), (256, 4)):
+        for m, passes in ((9, 1), (16, 1), (17, 1), (32, 1), (33, 1), (64, 1), (65, 2), (256, 4)):
             stage, k, fold = kt.gemv(qtype=qtype, w=1, x=x, outputs=[(3, 2560)], m=m, res=3)
             n32 = "_n32" if m <= 32 else ""
             assert stage.name == "gemm_stage_x" and stage.grid == (passes, 36, 5) and stage.pdl
@@ -212,11 +212,11 @@ def test_gemv_sites_choose_kernels_by_type_and_rows(monkeypatch):
         assert k.name == f"mma_gemm_swiglu_{qtype}_n32" and stage.grid == (1, 10, 5)  # the 32-token form
         assert fold.name == "gemm_fold_swiglu_n32"
     small = Split(1, 2, 1024)  # 0.8b ffn down shape (64 tiles, 14 super-blocks): 896 units, the GEMV up to one pass
-    for m, down, gate_up in ((17, 1, 1), (33, 1, 1), (64, 1, 1), (65, 3, 2), (256, 3, 2)):  # (down: shared out, cut)
+    for m, down, gate_up in ((9, 1, 1), (33, 1, 1), (64, 1, 1), (65, 3, 2), (256, 3, 2)):  # (down: shared out, cut)
         assert len(kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 3584), outputs=[(3, 1024)], m=m)) == down
         assert len(kt.swiglu_gemv(qtype="q4_k", w_gate=1, w_up=2, x=small, act=Split(3, 4, 3584), m=m)) == gate_up
     assert kernels.uses_gemm(64, 40, 8) and not kernels.uses_gemm(64, 39, 8) and kernels.uses_gemm(65, 1, 1)
-    assert not kernels.uses_gemm(16, 10**6, 64) and kernels.uses_gemm(17, 40, 8)
+    assert not kernels.uses_gemm(8, 10**6, 64) and kernels.uses_gemm(9, 40, 8)
     (k,) = kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 3584), outputs=[(3, 1024)], m=32)  # small: the GEMV's NT = 4
     assert k.name == "mma_gemv_q4_k_n4"
     monkeypatch.setattr(kernels, "GEMM_NARROW_ROWS", 0)  # QTUI_GEMM_NARROW_ROWS=0: the 64-token form from 17 rows
@@ -282,8 +282,8 @@ def test_producers_stage_the_gemm_x_where_a_gemm_reads_it(monkeypatch):
     kt = KernelTable(dry=True)
     kt.gemm_x, kt.gemm_act = 1 << 40, 1 << 41  # (no buffers: only the arguments are looked at)
     x, act = Split(1 << 20, 1 << 21, 2560), Split(1 << 22, 1 << 23, 9216)
-    assert kt.staged(x, 16) == x and kt.staged(Split(1, 2, 2560 + 16), 64).gx == 0
-    for m in (17, 64, 256):
+    assert kt.staged(x, 8) == x and kt.staged(Split(1, 2, 2560 + 16), 64).gx == 0
+    for m in (9, 17, 64, 256):
         xs = kt.staged(x, m)
         assert xs.gx == kt.gemm_x and (xs.xs, xs.xsum, xs.n) == (x.xs, x.xsum, x.n)
         (k,) = kt.gemv(qtype="q4_k", w=1, x=xs, outputs=[(3, 9216)], m=m)  # the GEMM alone
