@@ -156,6 +156,8 @@ __device__ __forceinline__ void gated_norm_store(float o, float z, float nw, flo
 // copy issued two items ahead (two buffers), so the state traffic of the next item streams while this one computes
 // (one item per block, 16 waves of load-compute-store at m = 64, kept the memory pipe idle half the time).
 // Dynamic shared memory: 2 DK DK floats, then two mbarriers.
+// Probes (timing only, wrong outputs; -D builds under .ptxvar, PERF.md): DELTA_PROBE_COPY streams the states with no
+// row arithmetic, DELTA_PROBE_NO_PREP skips q / k's l2 norms and the gates, DELTA_PROBE_NO_NORM the gated norm.
 template <int DK>
 struct DeltaRow {  // one thread's inputs of one row
     float qk;  // t < DK: q[t]; DK <= t < 2DK: k[t - DK]
@@ -234,18 +236,29 @@ __device__ __forceinline__ void delta_body(const float* __restrict__ conv_out, c
     for (int item = blockIdx.x; item < items; item += G, k++) {
         const int h = item % H_v, r0 = item / H_v * rows_per_run;
         if (k > 0) take(item, k);
+#ifdef DELTA_PROBE_COPY  // timing only (wrong outputs): the state's stream alone, no row arithmetic
+        if (r0 < 0)
+#endif
         for (int r = r0; r < r0 + rows_per_run; r++) {
             if (r + 1 < r0 + rows_per_run)
                 delta_load<DK>(conv_out, a, b, z, dt_bias, ssm_a, r + 1, h, H_k, H_v, t, nxt);
             else if (item + G < items)  // the next item's first row
                 delta_load<DK>(conv_out, a, b, z, dt_bias, ssm_a, (item + G) / H_v * rows_per_run, (item + G) % H_v,
                                H_k, H_v, t, nxt);
+#ifdef DELTA_PROBE_NO_PREP  // timing only: q, k unnormalised, the gates' raw inputs
+            const float n = cur.qk;
+#else
             const float n = qk_normed<DK>(cur.qk, t, red);
+#endif
             if (t < DK) qs[t] = n;
             else if (t < 2 * DK) ks[t - DK] = n;
             __syncthreads();
             float decay, beta;
+#ifdef DELTA_PROBE_NO_PREP
+            decay = cur.a, beta = cur.b;
+#else
             delta_gates(cur.a, cur.b, cur.dtb, cur.A, decay, beta);
+#endif
             float kv_part = 0.0f;
 #pragma unroll
             for (int i = 0; i < ROWS; i++) {
@@ -265,7 +278,11 @@ __device__ __forceinline__ void delta_body(const float* __restrict__ conv_out, c
             part_o[g][j] = o_part;
             __syncthreads();
             const float o = sum4(part_o[0][j], part_o[1][j], part_o[2][j], part_o[3][j]);
+#ifdef DELTA_PROBE_NO_NORM  // timing only: the raw output, no gated norm or split store
+            if (t < DK) out_sum[(long long)r * H_v * DK + h * DK + t] = o;
+#else
             gated_norm_store<DK>(o, cur.z, nw, eps, t, red + 2 * W, ov, out, out_sum, r, h, H_v, gx);
+#endif
             cur = nxt;
         }
         float* Sh = state_of(item) + (long long)g * ROWS * DK + j;
