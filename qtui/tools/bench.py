@@ -227,22 +227,34 @@ def mixed_rung(
 
 
 def profile_step(
-    engine: CudaEngine, m: int, reps: int = 5, prefill: bool = False, pos0: int = 0, head: Head = "none"
+    engine: CudaEngine,
+    m: int,
+    rng: np.random.Generator,
+    reps: int = 5,
+    prefill: bool = False,
+    pos0: int = 0,
+    head: Head = "none",
 ) -> list[dict[str, Any]]:
     """GPU time of the m-row step split by kernel name: the launches of one name, in step order, captured as
     their own graph and replayed (median of reps). The weights stream from memory as in the real step, so
     the parts add up to about the whole step. [{name, launches, us}], slowest first, plus a "whole step" row.
     prefill: a prefill chunk of m rows of one slot at positions pos0..pos0+m-1 instead of m decoding slots, with
     the LM head `head` ("none": a long prompt's inner chunk; "last": a mixed step's piece, as the engine runs it on
-    every prefill call)."""
+    every prefill call). The data are a real step's: random tokens, and a decode step's slots hold a ladder rung's
+    prompt first (token 0 at position 0 in empty slots timed the 4b m = 64 step 4 % under the ladder's own steps:
+    ptx/PERF.md, session 13)."""
     from qtui.engine.cuda import driver as drv
     from qtui.engine.cuda.graphs import GraphCache
 
+    n_vocab = engine.config.n_vocab
     slots = [engine.alloc_slot() for _ in range(1 if prefill else m)]
+    tokens = [int(t) for t in rng.integers(0, n_vocab, m)]
     if prefill:
-        engine._stage(0, slots * m, [0] * m, range(pos0, pos0 + m))
+        engine._stage(0, slots * m, tokens, range(pos0, pos0 + m))
     else:
-        engine._stage(0, slots, [0] * m)
+        for s in slots:
+            engine.prefill(s, _prompt(rng, n_vocab, LADDER_PROMPT))
+        engine._stage(0, slots, tokens)
     engine.acts.step.upload(engine._staging.array[0], engine.stream)
     plan = engine._plan(m, head, m) if prefill else engine._plan(m, "all")
     groups: dict[str, list[drv.Kernel]] = {"whole step": plan}
@@ -299,14 +311,14 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     }
     if args.profile and cuda:  # engine "cuda": load_engine built a CudaEngine (or raised)
         cuda_engine = cast("CudaEngine", engine)
-        profile = {f"m={m} step": profile_step(cuda_engine, m) for m in (1, max(rungs))}
+        profile = {f"m={m} step": profile_step(cuda_engine, m, rng) for m in (1, max(rungs))}
         chunk = min(int(engine.describe().get("prefill_chunk", 1)), args.prompt_len)
-        profile[f"prefill chunk of {chunk}"] = profile_step(cuda_engine, chunk, prefill=True)
+        profile[f"prefill chunk of {chunk}"] = profile_step(cuda_engine, chunk, rng, prefill=True)
         if mixed is not None:  # the mixed step's piece at the long prompt's end (its slowest: the most context)
             piece = int(mixed["chunk"])
             pos0 = long_prompt - piece
             profile[f"mixed piece of {piece} at {pos0}"] = profile_step(
-                cuda_engine, piece, prefill=True, pos0=pos0, head="last"
+                cuda_engine, piece, rng, prefill=True, pos0=pos0, head="last"
             )
     else:
         profile = {}

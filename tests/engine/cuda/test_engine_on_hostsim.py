@@ -125,3 +125,18 @@ def test_simulated_prefill_through_gemms_staged_by_their_producers(sim_driver, m
     assert np.isfinite(chunked).all() and np.array_equal(chunked.view(np.uint32), fed.view(np.uint32))
     assert bool(folds) == bool(gemm_blocks) and (not folds or {"gemm_fold_n32", "gemm_fold_swiglu_n32"} <= set(folds))
     assert gemms and all(staged for _, staged in gemms), gemms  # every GEMM of the 20-row chunks read x as staged
+
+
+@pytest.mark.parametrize("prefill", [False, True])
+def test_simulated_profile_times_every_launch_of_the_step_and_frees_its_slots(engine, prefill):
+    from qtui.tools.bench import profile_step
+
+    m = 3
+    free = engine.num_free_slots()
+    rows = profile_step(engine, m, np.random.default_rng(), reps=1, prefill=prefill, pos0=5 if prefill else 0)
+    plan = engine._plan(m, "none", m) if prefill else engine._plan(m, "all")
+    by_name = {r["name"]: r for r in rows}
+    assert by_name["whole step"]["launches"] == len(plan)
+    assert sum(r["launches"] for r in rows if r["name"] != "whole step") == len(plan)
+    assert all(np.isfinite(r["us"]) and r["us"] >= 0 for r in rows)
+    assert engine.num_free_slots() == free

@@ -26,8 +26,55 @@ def per_step(fn, steps: int) -> float:
     return (time.perf_counter() - t0) * 1e6 / steps
 
 
-def main() -> int:
+def measure(engine, m: int, steps: int, rng: np.random.Generator) -> list[float]:
+    """us per step of m rows: decode, io+sync, sync, queued, event (the module's docstring)."""
     from qtui.engine.cuda import driver as drv
+
+    n_vocab = engine.config.n_vocab
+    slots = [engine.alloc_slot() for _ in range(m)]
+    toks = [engine.prefill(s, [int(t) for t in rng.integers(0, n_vocab, 16)]) for s in slots]
+    for _ in range(4):
+        toks = engine.decode(slots, toks)
+    key = (m, "all", 1)
+    st, out = engine.stream, engine._out_host.array[:m]
+
+    def decode(n: int) -> None:
+        nonlocal toks
+        for _ in range(n):
+            toks = engine.decode(slots, toks)
+
+    def io_sync(n: int) -> None:
+        for _ in range(n):
+            engine.acts.step.upload(engine._staging.array[0], st)
+            engine.graphs.replay(key)
+            engine.acts.out_tokens.download(out, st)
+            drv.sync(st)
+
+    def replay_sync(n: int) -> None:
+        for _ in range(n):
+            engine.graphs.replay(key)
+            drv.sync(st)
+
+    def queued(n: int) -> None:
+        for _ in range(n):
+            engine.graphs.replay(key)
+        drv.sync(st)
+
+    e0, e1 = drv.Event(), drv.Event()
+    times = []
+    for _ in range(7):
+        e0.record(st)
+        engine.graphs.replay(key)
+        e1.record(st)
+        e1.synchronize()
+        times.append(e1.elapsed_ms(e0) * 1e3)
+    row = [per_step(f, steps) for f in (decode, io_sync, replay_sync, queued)]
+    for s in slots:
+        engine.free_slot(s)
+    return [*row, statistics.median(times[2:])]
+
+
+def main() -> int:
     from qtui.engine.load import load_engine
     from qtui.model.gguf_file import GGUFModel
 
@@ -39,51 +86,9 @@ def main() -> int:
     ms = [int(v) for v in args.m.split(",")]
     engine = load_engine(GGUFModel.open(args.model), kind="cuda", max_slots=max(ms), max_context=512)
     rng = np.random.default_rng(0)
-    n_vocab = engine.config.n_vocab
     print(f"{'m':>3} {'decode':>9} {'io+sync':>9} {'sync':>9} {'queued':>9} {'event':>9}  (us per step)")
     for m in ms:
-        slots = [engine.alloc_slot() for _ in range(m)]
-        toks = [engine.prefill(s, [int(t) for t in rng.integers(0, n_vocab, 16)]) for s in slots]
-        for _ in range(4):
-            toks = engine.decode(slots, toks)
-        key = (m, "all", 1)
-        st, out = engine.stream, engine._out_host.array[:m]
-
-        def decode(n: int) -> None:
-            nonlocal toks
-            for _ in range(n):
-                toks = engine.decode(slots, toks)
-
-        def io_sync(n: int) -> None:
-            for _ in range(n):
-                engine.acts.step.upload(engine._staging.array[0], st)
-                engine.graphs.replay(key)
-                engine.acts.out_tokens.download(out, st)
-                drv.sync(st)
-
-        def replay_sync(n: int) -> None:
-            for _ in range(n):
-                engine.graphs.replay(key)
-                drv.sync(st)
-
-        def queued(n: int) -> None:
-            for _ in range(n):
-                engine.graphs.replay(key)
-            drv.sync(st)
-
-        e0, e1 = drv.Event(), drv.Event()
-        times = []
-        for _ in range(7):
-            e0.record(st)
-            engine.graphs.replay(key)
-            e1.record(st)
-            e1.synchronize()
-            times.append(e1.elapsed_ms(e0) * 1e3)
-        row = [per_step(f, args.steps) for f in (decode, io_sync, replay_sync, queued)]
-        row.append(statistics.median(times[2:]))
-        print(f"{m:3d} " + " ".join(f"{v:9.1f}" for v in row))
-        for s in slots:
-            engine.free_slot(s)
+        print(f"{m:3d} " + " ".join(f"{v:9.1f}" for v in measure(engine, m, args.steps, rng)))
     engine.close()
     return 0
 
