@@ -15,6 +15,27 @@
 
 #define MAX_CONV 8
 
+// One conv output: silu(sum_j w_j buf_j) over the K - 1 inputs before the row (buf, oldest first) and the row's
+// own input xv, as one fmaf chain in the order j = 0 .. K - 1. wv: the channel's K weights. Both conv kernels call
+// it, so a decode step's rows and a prefill run's are the same arithmetic.
+__device__ __forceinline__ float conv_silu(const float (&buf)[MAX_CONV], float xv, const float (&wv)[MAX_CONV], int K) {
+    float acc = 0.0f;
+#pragma unroll
+    for (int j = 0; j < MAX_CONV; j++) {
+        if (j < K - 1) acc = fmaf(buf[j], wv[j], acc);
+    }
+#pragma unroll
+    for (int j = 0; j < MAX_CONV; j++) {  // w[K-1] with a constant index: wv stays in registers
+        if (j == K - 1) acc = fmaf(xv, wv[j], acc);
+    }
+    return silu(acc);
+}
+
+__device__ __forceinline__ void conv_weights(const float* __restrict__ w, int c, int K, float (&wv)[MAX_CONV]) {
+#pragma unroll
+    for (int j = 0; j < MAX_CONV; j++) wv[j] = j < K ? w[c * K + j] : 0.0f;
+}
+
 // out[r][c] = silu(sum_j w[c][j] * buf[j][c]) with buf = (the K-1 inputs before row r, x[r]), then state <- the
 // run's last K-1 inputs. x, out: [m][C]; w: [C][K] (numpy order of ssm_conv1d). Grid (ceil(C/256), m /
 // rows_per_run, ceil(rows_per_run / seg_rows)), 256 threads; K <= 8, seg_rows >= K - 1. A thread walks one
@@ -31,7 +52,8 @@ extern "C" __global__ void conv_step_silu(const float* __restrict__ x, const flo
     const int s0 = r0 + blockIdx.z * seg_rows, s1 = min(s0 + seg_rows, r1);
     if (c >= C) return;
     float* st = state + slot_stride * slots[r0] + c;
-    float buf[MAX_CONV];
+    float buf[MAX_CONV], wv[MAX_CONV];
+    conv_weights(w, c, K, wv);
     // Input s0 - (K - 1) + j: state row j + (s0 - r0) before the run, read before pdl_wait (as delta_step reads
     // S: only this layer's conv of an earlier step writes it), or row `row` of x, read after it through
     // after_wait_load (x is the projection just before).
@@ -49,12 +71,7 @@ extern "C" __global__ void conv_step_silu(const float* __restrict__ x, const flo
 #pragma unroll 4  // a prefill chunk's rows: independent loads in flight, the window carried in registers
     for (int r = s0; r < s1; r++) {
         const float xv = after_wait_load(x + (long long)r * C + c);
-        float acc = 0.0f;
-#pragma unroll
-        for (int j = 0; j < MAX_CONV; j++) {
-            if (j < K - 1) acc = fmaf(buf[j], w[c * K + j], acc);
-        }
-        acc = fmaf(xv, w[c * K + K - 1], acc);
+        const float o = conv_silu(buf, xv, wv, K);
 #pragma unroll
         for (int j = 0; j < MAX_CONV - 1; j++) {  // shift the window (ascending j reads buf[j+1] before it changes)
             if (j < K - 2) buf[j] = buf[j + 1];
@@ -63,13 +80,51 @@ extern "C" __global__ void conv_step_silu(const float* __restrict__ x, const flo
         for (int j = 0; j < MAX_CONV; j++) {  // buf[K-2] = xv with a constant index: buf stays in registers
             if (j == K - 2) buf[j] = xv;
         }
-        out[(long long)r * C + c] = silu(acc);
+        out[(long long)r * C + c] = o;
     }
     if (blockIdx.z != 0) return;
 #pragma unroll
     for (int j = 0; j < MAX_CONV; j++) {  // one segment: its window is the new state; else the run's last inputs
         if (j < K - 1)
             st[(long long)j * C] = gridDim.z == 1 ? buf[j] : after_wait_load(x + (long long)(r1 - (K - 1) + j) * C + c);
+    }
+}
+
+// The decode step's conv (runs of one row, each a different slot): conv_step_silu's arithmetic for CONV_ROWS rows
+// per thread, their state and x loads in flight together and the channel's weights loaded once (one row per
+// thread took ~9 us a launch at m = 64 on the H100 and the H200 alike: latency, not bandwidth). Grid (ceil(C/256),
+// ceil(m / CONV_ROWS)), 256 threads.
+#define CONV_ROWS 4  // kernels.py CONV_DECODE_ROWS
+extern "C" __global__ void conv_step_silu_rows(const float* __restrict__ x, const float* __restrict__ w,
+                                               float* __restrict__ state, long long slot_stride,
+                                               const int* __restrict__ slots, float* __restrict__ out, int C,
+                                               int K, int m) {
+    pdl_launch_dependents();
+    const int c = blockIdx.x * blockDim.x + threadIdx.x, r0 = blockIdx.y * CONV_ROWS;
+    if (c >= C) return;
+    float buf[CONV_ROWS][MAX_CONV], wv[MAX_CONV];
+    float* st[CONV_ROWS];
+    conv_weights(w, c, K, wv);
+#pragma unroll
+    for (int u = 0; u < CONV_ROWS; u++) {  // the state before pdl_wait, as conv_step_silu reads it
+        const bool row = r0 + u < m;
+        st[u] = row ? state + slot_stride * slots[r0 + u] + c : nullptr;
+#pragma unroll
+        for (int j = 0; j < MAX_CONV; j++) buf[u][j] = row && j < K - 1 ? st[u][(long long)j * C] : 0.0f;
+    }
+    pdl_wait();
+    float xv[CONV_ROWS];
+#pragma unroll
+    for (int u = 0; u < CONV_ROWS; u++) xv[u] = r0 + u < m ? after_wait_load(x + (long long)(r0 + u) * C + c) : 0.0f;
+#pragma unroll
+    for (int u = 0; u < CONV_ROWS; u++) {
+        if (r0 + u >= m) break;
+        out[(long long)(r0 + u) * C + c] = conv_silu(buf[u], xv[u], wv, K);
+#pragma unroll
+        for (int j = 0; j < MAX_CONV; j++) {  // the new state: inputs 1 .. K - 2, then this row's
+            if (j < K - 2) st[u][(long long)j * C] = buf[u][j + 1];
+            else if (j == K - 2) st[u][(long long)j * C] = xv[u];
+        }
     }
 }
 

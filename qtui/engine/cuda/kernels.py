@@ -29,6 +29,9 @@ MAX_CONV = 8  # longest conv kernel: MAX_CONV in ptx/deltanet.cu
 # Rows of a prefill run one thread of the conv kernel walks (>= MAX_CONV - 1): a 256-row chunk in 16 segments,
 # 16x the threads of one walk over the run (ptx/deltanet.cu conv_step_silu; the same bits however it is cut).
 CONV_SEG_ROWS = 16
+# Decode steps (runs of one row) go through conv_step_silu_rows: CONV_DECODE_ROWS rows a thread, their loads in flight
+# together (ptx/deltanet.cu CONV_ROWS); QTUI_CONV_DECODE_ROWS=0 gives conv_step_silu back (A/B runs).
+CONV_DECODE_ROWS = 4 if os.environ.get("QTUI_CONV_DECODE_ROWS", "4") != "0" else 0
 MAX_HEAD_DIM = 256  # the attention kernels keep one head in 256 threads / floats of shared memory
 # attn_partial_run (ptx/attention.cu: a prefill run's attention): (row, head) queries of one KV head per block,
 # and keys per K / V tile in shared memory
@@ -705,25 +708,21 @@ class KernelTable:
         kernel: int,
         run: int = 1,
     ) -> Kernel:
-        """Grid (ceil(C/256), m / run, segments of CONV_SEG_ROWS rows of each run), 256 threads."""
+        """Grid (ceil(C/256), m / run, segments of CONV_SEG_ROWS rows of each run), 256 threads; a decode step
+        (run 1): conv_step_silu_rows, grid (ceil(C/256), ceil(m / CONV_DECODE_ROWS)). The same bits."""
         assert kernel <= MAX_CONV and run >= 1 and m % run == 0, (kernel, m, run)
+        io: list[KernelArg] = [(x, P), (w, P), (state, P), (slot_stride, I64), (slots, P), (out, P)]
+        if run == 1 and CONV_DECODE_ROWS:
+            grid = (-(-channels // 256), -(-m // CONV_DECODE_ROWS), 1)
+            return self._site(
+                "deltanet", "conv_step_silu_rows", grid, 256, [*io, (channels, I32), (kernel, I32), (m, I32)]
+            )
         return self._site(
             "deltanet",
             "conv_step_silu",
             (-(-channels // 256), m // run, -(-run // CONV_SEG_ROWS)),
             256,
-            [
-                (x, P),
-                (w, P),
-                (state, P),
-                (slot_stride, I64),
-                (slots, P),
-                (out, P),
-                (channels, I32),
-                (kernel, I32),
-                (run, I32),
-                (CONV_SEG_ROWS, I32),
-            ],
+            [*io, (channels, I32), (kernel, I32), (run, I32), (CONV_SEG_ROWS, I32)],
         )
 
     def delta_rule(

@@ -81,7 +81,12 @@ def every_site() -> list:
             for m in (1, 3)  # decode; a prefill run (attn_partial_run)
         ),
         kt.attn_combine(m=1, part=1, qg=2, pos=3, out=Split(1, 2, 128), n_head=2, hd=64, n_pieces=1),
-        kt.conv_step_silu(m=2, x=1, w=2, state=3, slot_stride=4, slots=5, out=6, channels=512, kernel=4),
+        *(  # decode (conv_step_silu_rows), a prefill run (conv_step_silu)
+            kt.conv_step_silu(
+                m=2 * run, x=1, w=2, state=3, slot_stride=4, slots=5, out=6, channels=512, kernel=4, run=run
+            )
+            for run in (1, 2)
+        ),
     ]
     for dk in (64, 128):
         for run in (1, 2):  # the fused decode kernel, the prefill pipeline (runs of more than one row)

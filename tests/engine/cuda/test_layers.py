@@ -30,9 +30,10 @@ def _split_values(gpu, sp, rows):
     return vals
 
 
-def test_rmsnorm_writes_the_split_format(gpu):
+@pytest.mark.parametrize("n", [1280, 7184])  # quads a thread keeps in registers; past them (n > 6144) read again
+def test_rmsnorm_writes_the_split_format(gpu, n):
     rng = np.random.default_rng()
-    m, n, eps = 5, 1280, 1e-6
+    m, eps = 5, 1e-6
     x = (rng.standard_normal((m, n)) * 3).astype(np.float32)
     w = (1 + 0.1 * rng.standard_normal(n)).astype(np.float32)
     out = gpu.split_buffer(m, n)
@@ -161,6 +162,43 @@ def test_conv_and_delta_step_over_three_steps(gpu, dk, blocks):
     untouched = [s for s in range(n_slots) if s not in slots]
     assert np.array_equal(gpu.get(S_buf, S.shape)[untouched], S[untouched])
     assert np.array_equal(gpu.get(S_buf, S.shape).view(np.uint32), gpu.get(S_default, S.shape).view(np.uint32))
+
+
+@pytest.mark.parametrize("m", [1, 5, 9])
+def test_decode_conv_rows_kernel_gives_the_run_kernels_bits(gpu, m, monkeypatch):
+    """A decode step's conv (conv_step_silu_rows: four rows, four slots, a thread) writes the outputs and new states
+    conv_step_silu writes for the same rows one per block, bit for bit, with partial row blocks; both against the
+    float64 window sum."""
+    from qtui.engine.cuda import kernels
+
+    rng = np.random.default_rng()
+    C, K, n_slots = 300, 4, 12  # C: a partial channel block
+    slots = rng.permutation(n_slots)[:m].astype(np.int32)
+    w = rng.uniform(-0.5, 0.5, (C, K)).astype(np.float32)
+    state = rng.standard_normal((n_slots, K - 1, C)).astype(np.float32)
+    x = rng.standard_normal((m, C)).astype(np.float32)
+    x_dev, w_dev, sl = gpu.put(x), gpu.put(w), gpu.put(slots)
+    got = {}
+    for rows in (kernels.CONV_DECODE_ROWS, 0):
+        monkeypatch.setattr(kernels, "CONV_DECODE_ROWS", rows)
+        st, out = gpu.put(state), gpu.poisoned((m, C))
+        site = gpu.kt.conv_step_silu(
+            m=m, x=int(x_dev), w=int(w_dev), state=int(st), slot_stride=(K - 1) * C, slots=int(sl), out=int(out),
+            channels=C, kernel=K,
+        )  # fmt: skip
+        assert site.name == ("conv_step_silu_rows" if rows else "conv_step_silu")
+        gpu.run(site)
+        got[rows] = gpu.get(out, (m, C)), gpu.get(st, state.shape)
+    (out4, st4), (out1, st1) = got[kernels.CONV_DECODE_ROWS], got[0]
+    assert np.isfinite(out4).all()
+    assert np.array_equal(out4.view(np.uint32), out1.view(np.uint32))
+    assert np.array_equal(st4.view(np.uint32), st1.view(np.uint32))
+    window = np.concatenate([state[slots].astype(F64), x[:, None].astype(F64)], axis=1)  # [m][K][C]
+    ref = ops.silu(np.einsum("mkc,ck->mc", window, w.astype(F64)))
+    assert _rel(out4, ref) < 1e-5
+    expect = state.copy()
+    expect[slots] = window[:, 1:].astype(np.float32)
+    assert np.array_equal(st4, expect)
 
 
 @pytest.mark.parametrize("dk", [64, 128])
