@@ -118,7 +118,7 @@ extern "C" __global__ void attn_partial(const float* __restrict__ q, const float
 //          e_{32c..32c+31}, then warp 0's over the 8 warp sums (lanes 8..31 zero), whose lane 0 adds
 //          ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7));
 //   acc:   thread t's fmaf chain over j = 0..n-1 of e_j v_j[t] from 0, the tiles walked in order.
-// A tile's global loads are in flight (registers) while the tile before it is used.
+// The next K / V tile lands (bulk copies into a ring of two tiles) while the one before it is used.
 
 // warp_sum of N values at once, level by level: the same butterfly per value, the N shuffles of a level in flight
 // together (ptxas keeps separate warp_sum calls one after another)
@@ -140,37 +140,44 @@ __device__ __forceinline__ void warp_sums(float* v) {
 #define ATTN_RUN_WARP_QUERIES (ATTN_RUN_QUERIES / (ATTN_RUN_THREADS / 32))  // score phase: warp + 16 i
 #define ATTN_RUN_WARP_KEYS 4                                                // keys a warp scores at a time
 #define ATTN_RUN_PV_QUERIES (ATTN_RUN_QUERIES / (ATTN_RUN_THREADS / 256))   // e V: thread t, dim t % 256
-#define ATTN_RUN_FETCH (ATTN_RUN_KEYS * MAX_HEAD_DIM / 4 / ATTN_RUN_THREADS)  // float4s a thread loads a tile
 
-// A tile of nk K or V rows (keys k0..k0+nk-1 of the piece) into registers, then into shared memory.
-struct RunTile {
-    float4 v[ATTN_RUN_FETCH];
-    __device__ __forceinline__ void fetch(const float* __restrict__ src, long long pstride, int nk, int hd4) {
-#pragma unroll
-        for (int u = 0; u < ATTN_RUN_FETCH; u++) {
-            const int i = threadIdx.x + u * ATTN_RUN_THREADS, j = i / hd4;
-            if (j < nk) v[u] = reinterpret_cast<const float4*>(src + (long long)j * pstride)[i - j * hd4];
-        }
+// The K and V tiles of a piece come through a ring of two shared-memory tiles, filled by bulk copies (one per key
+// row, issued by warp 0's lanes, counted on the tile's mbarrier): tile i + 1 lands while tile i is used, and no
+// register holds a tile on its way (two blocks of 512 threads per SM: 64 registers a thread). Tile i of a piece
+// is its K tile i for i < T, its V tile i - T after (T tiles of ATTN_RUN_KEYS keys each).
+struct RunTiles {
+    uint32_t bufs, bars;  // shared addresses: the two tiles, their two mbarriers
+    uint32_t tile_bytes, row_bytes, phase = 0;  // phase: bit b, the parity buffer b waits for next
+    __device__ __forceinline__ void issue(const float* __restrict__ src, long long pstride, int nk, int b) {
+        if (threadIdx.x >= 32) return;
+        const uint32_t bar = bars + 8 * b;
+        for (int j = threadIdx.x; j < nk; j += 32)
+            bulk_copy_tx(bufs + b * tile_bytes + j * row_bytes, src + (long long)j * pstride, row_bytes, bar);
+        // the phase's one arrival after every copy is issued (a copy landing first takes the transaction count
+        // below zero, which the arrival's expected bytes bring back: the phase completes when both are in)
+        __syncwarp();
+        if (threadIdx.x == 0) mbar_arrive_expect(bar, nk * row_bytes);
     }
-    __device__ __forceinline__ void put(float* tile, int nk, int hd4) const {
-#pragma unroll
-        for (int u = 0; u < ATTN_RUN_FETCH; u++) {
-            const int i = threadIdx.x + u * ATTN_RUN_THREADS;
-            if (i < nk * hd4) reinterpret_cast<float4*>(tile)[i] = v[u];
-        }
+    __device__ __forceinline__ void wait(int b) {
+        mbar_wait(bars + 8 * b, (phase >> b) & 1);
+        phase ^= 1u << b;
     }
 };
 
-extern "C" __global__ void __launch_bounds__(ATTN_RUN_THREADS) attn_partial_run(
+#ifndef ATTN_RUN_MIN_BLOCKS
+#define ATTN_RUN_MIN_BLOCKS 2  // blocks per SM the registers are held to (64 a thread)
+#endif
+extern "C" __global__ void __launch_bounds__(ATTN_RUN_THREADS, ATTN_RUN_MIN_BLOCKS) attn_partial_run(
     const float* __restrict__ q, const float* __restrict__ k_cache, const float* __restrict__ v_cache,
     long long slot_stride, const int* __restrict__ slots, const int* __restrict__ pos, float* __restrict__ part,
     int n_head, int n_kv, int hd, int n_pieces_max, int m, int rows_per_block) {
     pdl_enter();
     DYNAMIC_SMEM_AS(float, smem);
-    float* tile = smem;                     // [ATTN_RUN_KEYS][hd]: K, then V
-    float* sc = tile + ATTN_RUN_KEYS * hd;  // [ATTN_RUN_QUERIES][ATTN_PIECE]: scores, then e
+    float* tiles = smem;                        // [2][ATTN_RUN_KEYS][hd]: the ring's two tiles
+    float* sc = tiles + 2 * ATTN_RUN_KEYS * hd;  // [ATTN_RUN_QUERIES][ATTN_PIECE]: scores, then e
     __shared__ float q_max[ATTN_RUN_QUERIES], q_sum[ATTN_RUN_QUERIES];
     __shared__ int q_n[ATTN_RUN_QUERIES];  // keys of this piece each query takes (0: its row ends before it)
+    __shared__ __align__(8) uint64_t tile_bars[2];
     const int group = n_head / n_kv, kvh = blockIdx.y, t = threadIdx.x, lane = t & 31, warp = t >> 5;
     const int r0 = blockIdx.z * rows_per_block, r1 = min(r0 + rows_per_block, m);
     const int nq = (r1 - r0) * group;  // query i: row r0 + i / group, head kvh * group + i % group
@@ -180,15 +187,26 @@ extern "C" __global__ void __launch_bounds__(ATTN_RUN_THREADS) attn_partial_run(
     const float* k_base = k_cache + slot_stride * slots[r0] + (long long)kvh * hd;
     const float* v_base = v_cache + slot_stride * slots[r0] + (long long)kvh * hd;
     const float scale = 1.0f / sqrtf((float)hd);
-    const int hd4 = hd >> 2;                           // float4s per K / V row (hd a multiple of 4)
     const int dim = t % 256, pv0 = (t / 256) * ATTN_RUN_PV_QUERIES;  // e V: this thread's dim and queries
-    RunTile next;
+    RunTiles ring{smem_u32(tiles), smem_u32(tile_bars), (uint32_t)(ATTN_RUN_KEYS * hd * 4), (uint32_t)(hd * 4)};
+    if (t == 0) {
+        mbar_init(ring.bars);
+        mbar_init(ring.bars + 8);
+        mbar_init_fence();
+    }
+    __syncthreads();
     for (int piece = blockIdx.x; piece * ATTN_PIECE < len_max; piece += gridDim.x) {
         const int start = piece * ATTN_PIECE, n_max = min(ATTN_PIECE, len_max - start);
+        const int T = (n_max + ATTN_RUN_KEYS - 1) / ATTN_RUN_KEYS;  // K tiles, then as many V tiles
         // keys below n_first: every query of the block takes them (its first row's, of consecutive positions)
         const int n_first = len_min - start, n_all = min(ATTN_PIECE, n_first);
         const float* k_piece = k_base + (long long)start * pstride;
         const float* v_piece = v_base + (long long)start * pstride;
+        const auto tile_src = [&](int i) { return (i < T ? k_piece : v_piece) + (long long)(i % T) * ATTN_RUN_KEYS * pstride; };
+        const auto tile_keys = [&](int i) { return min(ATTN_RUN_KEYS, n_max - (i % T) * ATTN_RUN_KEYS); };
+        // tile i sits in buffer i % 2 (every piece starts at buffer 0: the ring is empty between pieces)
+        ring.issue(tile_src(0), pstride, tile_keys(0), 0);
+        ring.issue(tile_src(1), pstride, tile_keys(1), 1);  // 2 T >= 2 tiles a piece
         // the warp's queries, dims lane + 32 k (loaded per piece: not live in e V)
         float qr[ATTN_RUN_WARP_QUERIES][MAX_HEAD_DIM / 32];
 #pragma unroll
@@ -199,14 +217,10 @@ extern "C" __global__ void __launch_bounds__(ATTN_RUN_THREADS) attn_partial_run(
             for (int k = 0; k < MAX_HEAD_DIM / 32; k++)
                 qr[i][k] = qi < nq && lane + 32 * k < hd ? src[lane + 32 * k] : 0.0f;
         }
-        next.fetch(k_piece, pstride, min(ATTN_RUN_KEYS, n_max), hd4);
-        for (int k0 = 0; k0 < n_max; k0 += ATTN_RUN_KEYS) {  // scores, a tile of keys at a time
-            const int nk = min(ATTN_RUN_KEYS, n_max - k0), k1 = k0 + ATTN_RUN_KEYS;
-            __syncthreads();  // the tile's last readers done
-            next.put(tile, nk, hd4);
-            __syncthreads();
-            if (k1 < n_max) next.fetch(k_piece + k1 * pstride, pstride, min(ATTN_RUN_KEYS, n_max - k1), hd4);
-            else next.fetch(v_piece, pstride, min(ATTN_RUN_KEYS, n_max), hd4);
+        for (int i = 0; i < T; i++) {  // scores, a tile of keys at a time
+            const int k0 = i * ATTN_RUN_KEYS, nk = tile_keys(i);
+            const float* tile = tiles + (i & 1) * ATTN_RUN_KEYS * hd;
+            ring.wait(i & 1);
             // a few keys at a time for both of the warp's queries (past nq: zero queries, scores not stored): the
             // dot products and butterflies in flight together (rows past nk exist in the tile: not stored either)
             for (int j = 0; j < nk; j += ATTN_RUN_WARP_KEYS) {
@@ -218,43 +232,44 @@ extern "C" __global__ void __launch_bounds__(ATTN_RUN_THREADS) attn_partial_run(
                     for (int k = 0; k < MAX_HEAD_DIM / 32; k++)
                         kv[k] = lane + 32 * k < hd ? tile[(j + u) * hd + lane + 32 * k] : 0.0f;
 #pragma unroll
-                    for (int i = 0; i < ATTN_RUN_WARP_QUERIES; i++) {
+                    for (int qq = 0; qq < ATTN_RUN_WARP_QUERIES; qq++) {
                         float acc = 0.0f;
 #pragma unroll
                         for (int k = 0; k < MAX_HEAD_DIM / 32; k++) {
-                            if (lane + 32 * k < hd) acc = fmaf(qr[i][k], kv[k], acc);
+                            if (lane + 32 * k < hd) acc = fmaf(qr[qq][k], kv[k], acc);
                         }
-                        dot[i][u] = acc;
+                        dot[qq][u] = acc;
                     }
                 }
                 warp_sums<ATTN_RUN_WARP_QUERIES * ATTN_RUN_WARP_KEYS>(&dot[0][0]);
                 if (lane == 0) {
 #pragma unroll
-                    for (int i = 0; i < ATTN_RUN_WARP_QUERIES; i++) {
-                        const int qi = warp + 16 * i;
+                    for (int qq = 0; qq < ATTN_RUN_WARP_QUERIES; qq++) {
+                        const int qi = warp + 16 * qq;
 #pragma unroll
                         for (int u = 0; u < ATTN_RUN_WARP_KEYS; u++) {
-                            if (qi < nq && j + u < nk) sc[qi * ATTN_PIECE + k0 + j + u] = dot[i][u] * scale;
+                            if (qi < nq && j + u < nk) sc[qi * ATTN_PIECE + k0 + j + u] = dot[qq][u] * scale;
                         }
                     }
                 }
             }
+            __syncthreads();  // the tile's readers done: its buffer takes tile i + 2 (the scores, after the last)
+            if (i + 2 < 2 * T) ring.issue(tile_src(i + 2), pstride, tile_keys(i + 2), i & 1);
         }
-        __syncthreads();
         for (int qi = warp; qi < ATTN_RUN_QUERIES; qi += ATTN_RUN_THREADS / 32) {  // softmax statistics
             const int n = qi < nq ? max(0, min(ATTN_PIECE, pos[r0 + qi / group] + 1 - start)) : 0;
             if (lane == 0) q_n[qi] = n;
             if (n == 0) continue;
-            float* s = sc + qi * ATTN_PIECE;
+            float* s_row = sc + qi * ATTN_PIECE;
             float mx = -INFINITY;
-            for (int j = lane; j < n; j += 32) mx = fmaxf(mx, s[j]);
+            for (int j = lane; j < n; j += 32) mx = fmaxf(mx, s_row[j]);
             mx = warp_max(mx);
             float w[ATTN_PIECE / 32];  // attn_partial's warp sums
 #pragma unroll
             for (int c = 0; c < ATTN_PIECE / 32; c++) {
                 const int j = 32 * c + lane;
-                w[c] = j < n ? expf(s[j] - mx) : 0.0f;
-                if (j < n) s[j] = w[c];
+                w[c] = j < n ? expf(s_row[j] - mx) : 0.0f;
+                if (j < n) s_row[j] = w[c];
             }
             warp_sums<ATTN_PIECE / 32>(w);
             if (lane == 0) {
@@ -262,38 +277,40 @@ extern "C" __global__ void __launch_bounds__(ATTN_RUN_THREADS) attn_partial_run(
                 q_sum[qi] = ((w[0] + w[4]) + (w[2] + w[6])) + ((w[1] + w[5]) + (w[3] + w[7]));
             }
         }
+        __syncthreads();  // e, q_n, q_max, q_sum written
         float acc[ATTN_RUN_PV_QUERIES];
 #pragma unroll
         for (int i = 0; i < ATTN_RUN_PV_QUERIES; i++) acc[i] = 0.0f;
         const float* e0 = sc + pv0 * ATTN_PIECE;  // the e of this thread's queries
-        for (int k0 = 0; k0 < n_max; k0 += ATTN_RUN_KEYS) {  // e V, a tile of values at a time
-            const int nk = min(ATTN_RUN_KEYS, n_max - k0), k1 = k0 + ATTN_RUN_KEYS;
-            __syncthreads();  // e, q_n, q_max, q_sum written; the tile's last readers done
-            next.put(tile, nk, hd4);
-            __syncthreads();
-            if (k1 < n_max) next.fetch(v_piece + k1 * pstride, pstride, min(ATTN_RUN_KEYS, n_max - k1), hd4);
-            if (dim >= hd) continue;  // (no barrier until the loop's next round)
-            if (nk == ATTN_RUN_KEYS && k1 <= n_all) {
-                // a whole tile every query takes (queries past nq: unused sums): e of four keys in one load
-                for (int j = 0; j < ATTN_RUN_KEYS; j += 4) {
-                    const float v0 = tile[j * hd + dim], v1 = tile[(j + 1) * hd + dim];
-                    const float v2 = tile[(j + 2) * hd + dim], v3 = tile[(j + 3) * hd + dim];
+        for (int i = T; i < 2 * T; i++) {  // e V, a tile of values at a time
+            const int k0 = (i - T) * ATTN_RUN_KEYS, nk = tile_keys(i), k1 = k0 + ATTN_RUN_KEYS;
+            const float* tile = tiles + (i & 1) * ATTN_RUN_KEYS * hd;
+            ring.wait(i & 1);
+            if (dim < hd) {
+                if (nk == ATTN_RUN_KEYS && k1 <= n_all) {
+                    // a whole tile every query takes (queries past nq: unused sums): e of four keys in one load
+                    for (int j = 0; j < ATTN_RUN_KEYS; j += 4) {
+                        const float v0 = tile[j * hd + dim], v1 = tile[(j + 1) * hd + dim];
+                        const float v2 = tile[(j + 2) * hd + dim], v3 = tile[(j + 3) * hd + dim];
 #pragma unroll
-                    for (int i = 0; i < ATTN_RUN_PV_QUERIES; i++) {
-                        const float4 e = *reinterpret_cast<const float4*>(e0 + i * ATTN_PIECE + k0 + j);
-                        acc[i] = fmaf(e.w, v3, fmaf(e.z, v2, fmaf(e.y, v1, fmaf(e.x, v0, acc[i]))));
+                        for (int qq = 0; qq < ATTN_RUN_PV_QUERIES; qq++) {
+                            const float4 e = *reinterpret_cast<const float4*>(e0 + qq * ATTN_PIECE + k0 + j);
+                            acc[qq] = fmaf(e.w, v3, fmaf(e.z, v2, fmaf(e.y, v1, fmaf(e.x, v0, acc[qq]))));
+                        }
                     }
-                }
-            } else {  // a tile some queries take in part: query qi takes key n_first + qi / group and below
-                for (int j = 0; j < nk; j++) {
-                    const float v = tile[j * hd + dim];
-                    const int first_q = (k0 + j - n_first + 1) * group;  // the first query taking key k0 + j
+                } else {  // a tile some queries take in part: query qi takes key n_first + qi / group and below
+                    for (int j = 0; j < nk; j++) {
+                        const float v = tile[j * hd + dim];
+                        const int first_q = (k0 + j - n_first + 1) * group;  // the first query taking key k0 + j
 #pragma unroll
-                    for (int i = 0; i < ATTN_RUN_PV_QUERIES; i++) {
-                        if (pv0 + i >= first_q) acc[i] = fmaf(e0[i * ATTN_PIECE + k0 + j], v, acc[i]);
+                        for (int qq = 0; qq < ATTN_RUN_PV_QUERIES; qq++) {
+                            if (pv0 + qq >= first_q) acc[qq] = fmaf(e0[qq * ATTN_PIECE + k0 + j], v, acc[qq]);
+                        }
                     }
                 }
             }
+            __syncthreads();  // the tile's readers done: its buffer takes tile i + 2
+            if (i + 2 < 2 * T) ring.issue(tile_src(i + 2), pstride, tile_keys(i + 2), i & 1);
         }
 #pragma unroll
         for (int i = 0; i < ATTN_RUN_PV_QUERIES; i++) {

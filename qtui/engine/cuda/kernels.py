@@ -157,8 +157,8 @@ def attn_run_grid(n_pieces: int, n_head: int, n_kv: int, m: int) -> tuple[tuple[
 
 
 def attn_run_smem_bytes(hd: int) -> int:
-    """attn_partial_run's dynamic shared memory: a K / V tile and the block's scores of one piece."""
-    return 4 * (ATTN_RUN_KEYS * hd + ATTN_RUN_QUERIES * ATTN_PIECE)
+    """attn_partial_run's dynamic shared memory: its ring of two K / V tiles and the block's scores of one piece."""
+    return 4 * (2 * ATTN_RUN_KEYS * hd + ATTN_RUN_QUERIES * ATTN_PIECE)
 
 
 def fma_bucket(m: int) -> int:
