@@ -143,7 +143,7 @@ __device__ __forceinline__ void warp_sums(float* v) {
 
 // The K and V tiles of a piece come through a ring of two shared-memory tiles, filled by bulk copies (one per key
 // row, issued by warp 0's lanes, counted on the tile's mbarrier): tile i + 1 lands while tile i is used, and no
-// register holds a tile on its way (two blocks of 512 threads per SM: 64 registers a thread). Tile i of a piece
+// register holds a tile on its way. Tile i of a piece
 // is its K tile i for i < T, its V tile i - T after (T tiles of ATTN_RUN_KEYS keys each).
 struct RunTiles {
     uint32_t bufs, bars;  // shared addresses: the two tiles, their two mbarriers
@@ -164,8 +164,11 @@ struct RunTiles {
     }
 };
 
+// Blocks per SM the registers are held to. 2 (64 registers, some spilled) took the 4b's 64-token piece at position
+// 4032 from 2.82 to 2.52 ms of attention, but a 256-token chunk at position 0 from 0.78 to 1.22 ms (few blocks, each
+// slower), and the step graphs do not know the position: 1 (H100, PERF.md session 13).
 #ifndef ATTN_RUN_MIN_BLOCKS
-#define ATTN_RUN_MIN_BLOCKS 2  // blocks per SM the registers are held to (64 a thread)
+#define ATTN_RUN_MIN_BLOCKS 1
 #endif
 extern "C" __global__ void __launch_bounds__(ATTN_RUN_THREADS, ATTN_RUN_MIN_BLOCKS) attn_partial_run(
     const float* __restrict__ q, const float* __restrict__ k_cache, const float* __restrict__ v_cache,

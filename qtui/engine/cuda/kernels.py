@@ -312,7 +312,7 @@ class KernelTable:
         self.dry = dry
         self.modules: dict[str, Any] = {}
         self._fns: dict[str, Any] = {}
-        self._big_shmem: set[str] = set()  # functions allowed more than 48 KB of dynamic shared memory
+        self._shmem_opt_in: dict[str, int] = {}  # function -> the dynamic shared memory it is allowed (bytes)
         self._big_cluster: set[str] = set()  # functions allowed clusters of more than 8 blocks
         self.scratch = 0 if dry else int(_zeroed(SCRATCH_BYTES))
         self.counters = 0 if dry else int(_zeroed(4 * MAX_COUNTERS))
@@ -345,12 +345,15 @@ class KernelTable:
         cluster: int = 1,
     ) -> Kernel:
         fn = self.fn(module, name)
-        if shmem > 48 << 10 and fn is not None and name not in self._big_shmem:  # above 48 KB: opt in per function
+        # dynamic shared memory: opt in per function to the most any of its sites asks for (static + dynamic above
+        # 48 KB needs it, and the kernel's static part is not known here: 48 KB of dynamic plus attn_partial_run's
+        # 512 static bytes failed its launch, so every size is declared)
+        if shmem > self._shmem_opt_in.get(name, 0) and fn is not None:
             from cuda.bindings import driver as cu
 
             attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
             check(cu.cuFuncSetAttribute(fn, attr, shmem), f"cuFuncSetAttribute({name}, {shmem} B shared)")
-            self._big_shmem.add(name)
+            self._shmem_opt_in[name] = shmem
         if cluster > 8 and fn is not None and name not in self._big_cluster:  # above 8 blocks: opt in per function
             from cuda.bindings import driver as cu
 

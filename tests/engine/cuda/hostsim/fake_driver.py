@@ -144,11 +144,21 @@ def cuModuleGetFunction(module: Any, name: bytes) -> tuple[CUresult, str]:
     return (S, name.decode())
 
 
+# Dynamic shared memory a function was allowed (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES). Stricter than the
+# driver, which lets 48 KB less the kernel's static shared memory through undeclared: the simulator does not know the
+# static part, so a launch with more dynamic bytes than declared fails as an undeclared one over the limit does.
+_dynamic_smem: dict[str, int] = {}
+
+
 def cuFuncSetAttribute(fn: Any, attr: Any, value: int) -> tuple[CUresult]:
+    if attr is CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+        _dynamic_smem[fn] = int(value)
     return (S,)
 
 
 def cuLaunchKernelEx(cfg: CUlaunchConfig, fn: str, params: int, extra: int) -> tuple[CUresult]:
+    if cfg.sharedMemBytes > _dynamic_smem.get(fn, 0):
+        return (CUresult.CUDA_ERROR_INVALID_VALUE,)
     cluster = 1
     for a in cfg.attrs[: cfg.numAttrs]:
         if a.id is CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
@@ -158,6 +168,8 @@ def cuLaunchKernelEx(cfg: CUlaunchConfig, fn: str, params: int, extra: int) -> t
 
 
 def cuLaunchKernel(fn: str, gx, gy, gz, bx, by, bz, shmem, stream, params, extra) -> tuple[CUresult]:
+    if shmem > _dynamic_smem.get(fn, 0):
+        return (CUresult.CUDA_ERROR_INVALID_VALUE,)
     return _do(stream, lambda: _launch(fn, (gx, gy, gz), bx, shmem, 1, params))
 
 
