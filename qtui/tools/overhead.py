@@ -151,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--step-ms", default="5.3,2.5,1", help="paced device time per step, comma-separated")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
+    from qtui.serve.main import GIL_SWITCH_INTERVAL_S
+
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)  # as `qtui serve` runs: its engine thread and loop share the GIL
     rows = [asyncio.run(measure(args.clients, args.max_tokens, float(ms), args.rounds))
             for ms in args.step_ms.split(",")]  # fmt: skip
     if args.json:
