@@ -205,7 +205,9 @@ extern "C" __global__ void __launch_bounds__(ATTN_RUN_THREADS, ATTN_RUN_MIN_BLOC
         const int n_first = len_min - start, n_all = min(ATTN_PIECE, n_first);
         const float* k_piece = k_base + (long long)start * pstride;
         const float* v_piece = v_base + (long long)start * pstride;
-        const auto tile_src = [&](int i) { return (i < T ? k_piece : v_piece) + (long long)(i % T) * ATTN_RUN_KEYS * pstride; };
+        const auto tile_src = [&](int i) {
+            return (i < T ? k_piece : v_piece) + (long long)(i % T) * ATTN_RUN_KEYS * pstride;
+        };
         const auto tile_keys = [&](int i) { return min(ATTN_RUN_KEYS, n_max - (i % T) * ATTN_RUN_KEYS); };
         // tile i sits in buffer i % 2 (every piece starts at buffer 0: the ring is empty between pieces)
         ring.issue(tile_src(0), pstride, tile_keys(0), 0);
