@@ -90,34 +90,35 @@ extern "C" __global__ void conv_step_silu(const float* __restrict__ x, const flo
     }
 }
 
-// The decode step's conv (runs of one row, each a different slot): conv_step_silu's arithmetic for CONV_ROWS rows
-// per thread, their state and x loads in flight together and the channel's weights loaded once (one row per
+// The decode step's conv (runs of one row, each a different slot): conv_step_silu's arithmetic for CONV_DECODE_ROWS
+// rows per thread, their state and x loads in flight together and the channel's weights loaded once (one row per
 // thread took ~9 us a launch at m = 64 on the H100 and the H200 alike: latency, not bandwidth). Grid (ceil(C/256),
-// ceil(m / CONV_ROWS)), 256 threads.
-#define CONV_ROWS 4  // kernels.py CONV_DECODE_ROWS
+// ceil(m / CONV_DECODE_ROWS)), 256 threads.
+#define CONV_DECODE_ROWS 4  // kernels.py CONV_DECODE_ROWS
 extern "C" __global__ void conv_step_silu_rows(const float* __restrict__ x, const float* __restrict__ w,
                                                float* __restrict__ state, long long slot_stride,
                                                const int* __restrict__ slots, float* __restrict__ out, int C,
                                                int K, int m) {
     pdl_launch_dependents();
-    const int c = blockIdx.x * blockDim.x + threadIdx.x, r0 = blockIdx.y * CONV_ROWS;
+    const int c = blockIdx.x * blockDim.x + threadIdx.x, r0 = blockIdx.y * CONV_DECODE_ROWS;
     if (c >= C) return;
-    float buf[CONV_ROWS][MAX_CONV], wv[MAX_CONV];
-    float* st[CONV_ROWS];
+    float buf[CONV_DECODE_ROWS][MAX_CONV], wv[MAX_CONV];
+    float* st[CONV_DECODE_ROWS];
     conv_weights(w, c, K, wv);
 #pragma unroll
-    for (int u = 0; u < CONV_ROWS; u++) {  // the state before pdl_wait, as conv_step_silu reads it
+    for (int u = 0; u < CONV_DECODE_ROWS; u++) {  // the state before pdl_wait, as conv_step_silu reads it
         const bool row = r0 + u < m;
         st[u] = row ? state + slot_stride * slots[r0 + u] + c : nullptr;
 #pragma unroll
         for (int j = 0; j < MAX_CONV; j++) buf[u][j] = row && j < K - 1 ? st[u][(long long)j * C] : 0.0f;
     }
     pdl_wait();
-    float xv[CONV_ROWS];
+    float xv[CONV_DECODE_ROWS];
 #pragma unroll
-    for (int u = 0; u < CONV_ROWS; u++) xv[u] = r0 + u < m ? after_wait_load(x + (long long)(r0 + u) * C + c) : 0.0f;
+    for (int u = 0; u < CONV_DECODE_ROWS; u++)
+        xv[u] = r0 + u < m ? after_wait_load(x + (long long)(r0 + u) * C + c) : 0.0f;
 #pragma unroll
-    for (int u = 0; u < CONV_ROWS; u++) {
+    for (int u = 0; u < CONV_DECODE_ROWS; u++) {
         if (r0 + u >= m) break;
         out[(long long)(r0 + u) * C + c] = conv_silu(buf[u], xv[u], wv, K);
 #pragma unroll

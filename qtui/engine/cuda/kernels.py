@@ -30,8 +30,9 @@ MAX_CONV = 8  # longest conv kernel: MAX_CONV in ptx/deltanet.cu
 # 16x the threads of one walk over the run (ptx/deltanet.cu conv_step_silu; the same bits however it is cut).
 CONV_SEG_ROWS = 16
 # Decode steps (runs of one row) go through conv_step_silu_rows: CONV_DECODE_ROWS rows a thread, their loads in flight
-# together (ptx/deltanet.cu CONV_ROWS); QTUI_CONV_DECODE_ROWS=0 gives conv_step_silu back (A/B runs).
-CONV_DECODE_ROWS = 4 if os.environ.get("QTUI_CONV_DECODE_ROWS", "4") != "0" else 0
+# together (ptx/deltanet.cu CONV_DECODE_ROWS); QTUI_CONV_DECODE_ROWS=0 gives conv_step_silu back (A/B runs).
+CONV_DECODE_ROWS = 4
+CONV_DECODE_KERNEL = os.environ.get("QTUI_CONV_DECODE_ROWS", "4") != "0"
 MAX_HEAD_DIM = 256  # the attention kernels keep one head in 256 threads / floats of shared memory
 # attn_partial_run (ptx/attention.cu: a prefill run's attention): (row, head) queries of one KV head per block,
 # and keys per K / V tile in shared memory
@@ -715,7 +716,7 @@ class KernelTable:
         (run 1): conv_step_silu_rows, grid (ceil(C/256), ceil(m / CONV_DECODE_ROWS)). The same bits."""
         assert kernel <= MAX_CONV and run >= 1 and m % run == 0, (kernel, m, run)
         io: list[KernelArg] = [(x, P), (w, P), (state, P), (slot_stride, I64), (slots, P), (out, P)]
-        if run == 1 and CONV_DECODE_ROWS:
+        if run == 1 and CONV_DECODE_KERNEL:
             grid = (-(-channels // 256), -(-m // CONV_DECODE_ROWS), 1)
             return self._site(
                 "deltanet", "conv_step_silu_rows", grid, 256, [*io, (channels, I32), (kernel, I32), (m, I32)]

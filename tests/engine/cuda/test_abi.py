@@ -177,6 +177,7 @@ def test_every_ptx_entry_has_a_builder():
         ("ATTN_RUN_QUERIES", K.ATTN_RUN_QUERIES, "attention.cu"),
         ("ATTN_RUN_KEYS", K.ATTN_RUN_KEYS, "attention.cu"),
         ("MAX_CONV", K.MAX_CONV, "deltanet.cu"),
+        ("CONV_DECODE_ROWS", K.CONV_DECODE_ROWS, "deltanet.cu"),
         ("MMA_WARPS", K.MMA_WARPS, "mma.cuh"),
         ("MMA_RING_WARP_BYTES", K.MMA_RING_WARP_BYTES, "mma.cuh"),
         ("MMA_RING_NT", K.MMA_RING_NT, "mma.cuh"),

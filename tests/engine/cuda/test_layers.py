@@ -179,17 +179,17 @@ def test_decode_conv_rows_kernel_gives_the_run_kernels_bits(gpu, m, monkeypatch)
     x = rng.standard_normal((m, C)).astype(np.float32)
     x_dev, w_dev, sl = gpu.put(x), gpu.put(w), gpu.put(slots)
     got = {}
-    for rows in (kernels.CONV_DECODE_ROWS, 0):
-        monkeypatch.setattr(kernels, "CONV_DECODE_ROWS", rows)
+    for rows_kernel in (True, False):
+        monkeypatch.setattr(kernels, "CONV_DECODE_KERNEL", rows_kernel)
         st, out = gpu.put(state), gpu.poisoned((m, C))
         site = gpu.kt.conv_step_silu(
             m=m, x=int(x_dev), w=int(w_dev), state=int(st), slot_stride=(K - 1) * C, slots=int(sl), out=int(out),
             channels=C, kernel=K,
         )  # fmt: skip
-        assert site.name == ("conv_step_silu_rows" if rows else "conv_step_silu")
+        assert site.name == ("conv_step_silu_rows" if rows_kernel else "conv_step_silu")
         gpu.run(site)
-        got[rows] = gpu.get(out, (m, C)), gpu.get(st, state.shape)
-    (out4, st4), (out1, st1) = got[kernels.CONV_DECODE_ROWS], got[0]
+        got[rows_kernel] = gpu.get(out, (m, C)), gpu.get(st, state.shape)
+    (out4, st4), (out1, st1) = got[True], got[False]
     assert np.isfinite(out4).all()
     assert np.array_equal(out4.view(np.uint32), out1.view(np.uint32))
     assert np.array_equal(st4.view(np.uint32), st1.view(np.uint32))
