@@ -214,11 +214,27 @@ __device__ __forceinline__ void gated_norm_store(float o, float z, float nw, flo
 // Dynamic shared memory: 2 DK DK floats, then two mbarriers.
 // Probes (timing only, wrong outputs; -D builds under .ptxvar, PERF.md): DELTA_PROBE_COPY streams the states with no
 // row arithmetic, DELTA_PROBE_NO_PREP skips q / k's l2 norms and the gates, DELTA_PROBE_NO_NORM the gated norm.
+// With the conv (CONV, the decode step's kernel delta_conv_step: runs of one row): the causal conv of the row's
+// q, k, v channels is computed here from the projection's output x and the conv state (conv_silu, as
+// conv_step_silu_rows does: the same bits), where a separate launch took ~200 us of the 4b m = 64 step and 24
+// kernel boundaries. The H_v / H_k value heads of one k-head read the same q, k channels, so an item is then a
+// (row, k-head) pair and its heads kh, kh + H_k, ... run one after another in the block: threads t < 2 DK convolve
+// q / k at the pair's first head (and write those channels' state), threads 2 DK .. 3 DK each head's v channels;
+// q, k are normalised once per pair (the same values every head would compute).
+#define DELTA_CONV_K 4  // the fused conv's kernel size (Qwen3.5's ssm_d_conv; kernels.py DELTA_CONV_K)
+struct DeltaConv {      // the fused conv's inputs (without it: x is conv_out, the rest unused)
+    const float* x;     // [m][(2 H_k + H_v) DK]: the conv's input (with it) or output (without)
+    const float* w;     // [C][K] ssm_conv1d
+    float* state;       // the layer's conv state, [slot][K - 1][C]
+    long long stride;   // floats per slot
+};
 template <int DK>
-struct DeltaRow {  // one thread's inputs of one row
-    float qk;  // t < DK: q[t]; DK <= t < 2DK: k[t - DK]
-    float v, a, b, z;
-    float dtb, A;  // the head's dt_bias and ssm_a
+struct DeltaRow {  // one thread's inputs of one row (and head)
+    float qk;      // t < DK: q[t]; DK <= t < 2DK: k[t - DK] (with the conv: its input x)
+    float v, a, b, z;  // v: column t % DK (with the conv: threads 2 DK .. 3 DK, their v channel's input x)
+    float dtb, A;      // the head's dt_bias and ssm_a
+    float buf[MAX_CONV], wv[MAX_CONV];  // with the conv: this thread's channel's state window and weights
+    float* st;                          // with the conv: that channel's state (null: no channel this head)
 };
 
 template <int DK>
@@ -237,8 +253,53 @@ __device__ __forceinline__ void delta_load(const float* __restrict__ conv_out, c
     d.A = ssm_a[h];
 }
 
+// The same inputs with the conv: this thread's channel of head h (the pair's first head, u = 0: q or k for t < 2 DK;
+// every head: v for 2 DK <= t < 3 DK), its raw input, state window and weights; the rest as delta_load. Everything
+// an earlier kernel of the step wrote is read through L2 (after_wait_load: the kernel reads its states before
+// pdl_wait), the conv state too (this kernel writes it).
 template <int DK>
-__device__ __forceinline__ void delta_body(const float* __restrict__ conv_out, const float* __restrict__ a,
+__device__ __forceinline__ void delta_load_conv(const DeltaConv& cv, const float* __restrict__ a,
+                                                const float* __restrict__ b, const float* __restrict__ z,
+                                                const float* __restrict__ dt_bias, const float* __restrict__ ssm_a,
+                                                const int* __restrict__ slots, int r, int h, int u, int H_k, int H_v,
+                                                int t, DeltaRow<DK>& d) {
+    constexpr int K = DELTA_CONV_K;
+    const int C = (2 * H_k + H_v) * DK, kh = h % H_k, j = t % DK;
+    int c = -1;
+    if (u == 0 && t < 2 * DK) c = t < DK ? kh * DK + t : H_k * DK + kh * DK + t - DK;
+    else if (t >= 2 * DK && t < 3 * DK) c = 2 * H_k * DK + h * DK + j;
+    d.st = nullptr;
+    if (c >= 0) {
+        const float in = after_wait_load(cv.x + (long long)r * C + c);
+        d.st = cv.state + cv.stride * slots[r] + c;
+#pragma unroll
+        for (int i = 0; i < MAX_CONV; i++) d.buf[i] = i < K - 1 ? after_wait_load(d.st + (long long)i * C) : 0.0f;
+        conv_weights(cv.w, c, K, d.wv);
+        if (t < 2 * DK) d.qk = in;
+        else d.v = in;
+    }
+    d.a = after_wait_load(a + (long long)r * H_v + h);
+    d.b = after_wait_load(b + (long long)r * H_v + h);
+    d.z = t < DK ? after_wait_load(z + ((long long)r * H_v + h) * DK + j) : 0.0f;
+    d.dtb = dt_bias[h];
+    d.A = ssm_a[h];
+}
+
+// This thread's conv output of the row (d.st set: conv_silu of its channel, then the channel's state moves on by
+// one input, as conv_step_silu_rows leaves it).
+template <int DK>
+__device__ __forceinline__ float delta_conv(const DeltaRow<DK>& d, int t, int C) {
+    constexpr int K = DELTA_CONV_K;
+    if (d.st == nullptr) return 0.0f;
+    const float in = t < 2 * DK ? d.qk : d.v;
+    const float o = conv_silu(d.buf, in, d.wv, K);
+#pragma unroll
+    for (int i = 0; i < K - 1; i++) d.st[(long long)i * C] = i < K - 2 ? d.buf[i + 1] : in;
+    return o;
+}
+
+template <int DK, bool CONV>
+__device__ __forceinline__ void delta_body(const DeltaConv& cv, const float* __restrict__ a,
                                            const float* __restrict__ b, const float* __restrict__ ssm_a,
                                            const float* __restrict__ dt_bias, float* __restrict__ S,
                                            long long slot_stride, const int* __restrict__ slots,
@@ -247,68 +308,85 @@ __device__ __forceinline__ void delta_body(const float* __restrict__ conv_out, c
                                            float eps, int rows_per_run, int items, uint8_t* __restrict__ gx) {
     constexpr int ROWS = DK / 4, W = DK / 32;  // S rows per thread, warps holding q (and as many holding k)
     constexpr uint32_t STATE = DK * DK * 4;    // bytes of one head's state
-    __shared__ float qs[DK], ks[DK], part_kv[4][DK], part_o[4][DK], red[3 * W];
+    __shared__ float qs[DK], ks[DK], part_kv[4][DK], part_o[4][DK], red[3 * W], vs[CONV ? DK : 1];
     __shared__ __align__(16) float ov[DK];  // read back as float4 quads
     DYNAMIC_SMEM_AS(float, delta_state);  // [2][DK][DK], then the two buffers' mbarriers
     pdl_launch_dependents();
     const int t = threadIdx.x, j = t % DK, g = t / DK, G = gridDim.x;
+    // an item: (row, head) = item / H_v, item % H_v; with the conv (row, k-head) = item / H_k, item % H_k and its
+    // HP heads kh + u H_k. The block's k-th state: item blockIdx.x + (k / HP) G, head u = k % HP.
+    const int HP = CONV ? H_v / H_k : 1, per_row = CONV ? H_k : H_v, C = (2 * H_k + H_v) * DK;
+    const auto row_of = [&](int item) { return item / per_row * rows_per_run; };
+    const auto head_of = [&](int item, int u) { return item % per_row + u * H_k; };
+    const auto item_of = [&](int k) { return blockIdx.x + k / HP * G; };
     const float* kg = ks + g * ROWS;
     const float* qg = qs + g * ROWS;
     const float nw = norm_w[j];
     const uint32_t bufs = smem_u32(delta_state), bars = bufs + 2 * STATE;
-    const auto state_of = [&](int item) {  // the item's state in the slot pool
-        return S + slot_stride * slots[item / H_v * rows_per_run] + (long long)(item % H_v) * DK * DK;
+    const auto state_of = [&](int k) {  // the block's k-th state in the slot pool
+        const int item = item_of(k);
+        return S + slot_stride * slots[row_of(item)] + (long long)head_of(item, k % HP) * DK * DK;
+    };
+    const auto load = [&](int k, int r, DeltaRow<DK>& d) {  // row r of the block's k-th state
+        const int item = item_of(k), h = head_of(item, k % HP);
+        if constexpr (CONV) delta_load_conv<DK>(cv, a, b, z, dt_bias, ssm_a, slots, r, h, k % HP, H_k, H_v, t, d);
+        else delta_load<DK>(cv.x, a, b, z, dt_bias, ssm_a, r, h, H_k, H_v, t, d);
     };
     // The states are read BEFORE pdl_wait, while the kernels before this one drain (as the GEMVs read weights): no
     // kernel of this step writes them. Their last writer is this layer's delta_step of an earlier step (or the
     // slot's zeroing), and every step begins with a launch that waits for all earlier work (the embedding,
     // launched without PDL); the slot ids come from the step buffer, copied from the host before that launch.
-    const auto fetch = [&](int item, int k) {  // buffer k % 2 <- the item's state (thread 0)
-        if (item < items) bulk_copy(bufs + (k & 1) * STATE, state_of(item), STATE, bars + 8 * (k & 1));
+    const auto fetch = [&](int k) {  // buffer k % 2 <- the block's k-th state (thread 0)
+        if (item_of(k) < items) bulk_copy(bufs + (k & 1) * STATE, state_of(k), STATE, bars + 8 * (k & 1));
     };
     if (t == 0) {
         mbar_init(bars);
         mbar_init(bars + 8);
         mbar_init_fence();
-        fetch(blockIdx.x, 0);
-        fetch(blockIdx.x + G, 1);
+        fetch(0);
+        fetch(1);
     }
     __syncthreads();
     float s[ROWS];
-    const auto take = [&](int item, int k) {  // s <- the item's state from buffer k % 2, which then takes item + 2G
+    const auto take = [&](int k) {  // s <- the k-th state from buffer k % 2, which then takes state k + 2
         mbar_wait(bars + 8 * (k & 1), (k >> 1) & 1);
         const float* st = delta_state + (k & 1) * DK * DK + g * ROWS * DK + j;
 #pragma unroll
         for (int i = 0; i < ROWS; i++) s[i] = st[i * DK];
         __syncthreads();  // every thread has its rows: the buffer is free
-        if (t == 0) fetch(item + 2 * G, k);
+        if (t == 0) fetch(k + 2);
     };
-    take(blockIdx.x, 0);  // the first state in registers before the wait too (m = 1: one item per block)
+    take(0);  // the first state in registers before the wait too (m = 1: one item per block)
     pdl_wait();
     DeltaRow<DK> cur, nxt;
-    delta_load<DK>(conv_out, a, b, z, dt_bias, ssm_a, blockIdx.x / H_v * rows_per_run, blockIdx.x % H_v, H_k, H_v, t,
-                   cur);
-    int k = 0;
-    for (int item = blockIdx.x; item < items; item += G, k++) {
-        const int h = item % H_v, r0 = item / H_v * rows_per_run;
-        if (k > 0) take(item, k);
+    load(0, row_of(blockIdx.x), cur);
+    for (int k = 0; item_of(k) < items; k++) {
+        const int item = item_of(k), u = k % HP, h = head_of(item, u), r0 = row_of(item);
+        if (k > 0) take(k);
 #ifdef DELTA_PROBE_COPY  // timing only (wrong outputs): the state's stream alone, no row arithmetic
         if (r0 < 0)
 #endif
         for (int r = r0; r < r0 + rows_per_run; r++) {
-            if (r + 1 < r0 + rows_per_run)
-                delta_load<DK>(conv_out, a, b, z, dt_bias, ssm_a, r + 1, h, H_k, H_v, t, nxt);
-            else if (item + G < items)  // the next item's first row
-                delta_load<DK>(conv_out, a, b, z, dt_bias, ssm_a, (item + G) / H_v * rows_per_run, (item + G) % H_v,
-                               H_k, H_v, t, nxt);
+            if (r + 1 < r0 + rows_per_run) load(k, r + 1, nxt);
+            else if (item_of(k + 1) < items) load(k + 1, row_of(item_of(k + 1)), nxt);  // the next state's first row
+            float n = 0.0f, v = cur.v;
+            if constexpr (CONV) {
+                const float c = delta_conv<DK>(cur, t, C);
+                if (t >= 2 * DK && t < 3 * DK) vs[j] = c;
+                if (u == 0) n = qk_normed<DK>(c, t, red);
+            } else {
 #ifdef DELTA_PROBE_NO_PREP  // timing only: q, k unnormalised, the gates' raw inputs
-            const float n = cur.qk;
+                n = cur.qk;
 #else
-            const float n = qk_normed<DK>(cur.qk, t, red);
+                n = qk_normed<DK>(cur.qk, t, red);
 #endif
-            if (t < DK) qs[t] = n;
-            else if (t < 2 * DK) ks[t - DK] = n;
+            }
+            if (!CONV || u == 0) {  // (with the conv: the pair's later heads keep its q, k)
+                if (t < DK) qs[t] = n;
+                else if (t < 2 * DK) ks[t - DK] = n;
+            }
             __syncthreads();
+            if constexpr (CONV) v = vs[j];
             float decay, beta;
 #ifdef DELTA_PROBE_NO_PREP
             decay = cur.a, beta = cur.b;
@@ -324,7 +402,7 @@ __device__ __forceinline__ void delta_body(const float* __restrict__ conv_out, c
             part_kv[g][j] = kv_part;
             __syncthreads();
             const float kv_mem = sum4(part_kv[0][j], part_kv[1][j], part_kv[2][j], part_kv[3][j]);
-            const float delta = __fmul_rn(__fsub_rn(cur.v, kv_mem), beta);
+            const float delta = __fmul_rn(__fsub_rn(v, kv_mem), beta);
             float o_part = 0.0f;
 #pragma unroll
             for (int i = 0; i < ROWS; i++) {
@@ -341,7 +419,7 @@ __device__ __forceinline__ void delta_body(const float* __restrict__ conv_out, c
 #endif
             cur = nxt;
         }
-        float* Sh = state_of(item) + (long long)g * ROWS * DK + j;
+        float* Sh = state_of(k) + (long long)g * ROWS * DK + j;
 #pragma unroll
         for (int i = 0; i < ROWS; i++) Sh[i * DK] = s[i];
     }
@@ -478,8 +556,16 @@ __device__ __forceinline__ void delta_norm_body(const float* __restrict__ o_raw,
         const float* conv_out, const float* a, const float* b, const float* ssm_a, const float* dt_bias,      \
         float* S, long long slot_stride, const int* slots, const float* z, const float* norm_w, uint4* out,   \
         float* out_sum, int H_k, int H_v, float eps, int rows_per_run, int items, uint8_t* gx) {             \
-        delta_body<DK>(conv_out, a, b, ssm_a, dt_bias, S, slot_stride, slots, z, norm_w, out, out_sum, H_k,   \
-                       H_v, eps, rows_per_run, items, gx);                                                    \
+        delta_body<DK, false>(DeltaConv{conv_out, nullptr, nullptr, 0}, a, b, ssm_a, dt_bias, S, slot_stride,  \
+                              slots, z, norm_w, out, out_sum, H_k, H_v, eps, rows_per_run, items, gx);        \
+    }                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(4 * DK) delta_conv_step_d##DK(                               \
+        const float* x, const float* conv_w, float* conv_state, long long conv_stride, const float* a,        \
+        const float* b, const float* ssm_a, const float* dt_bias, float* S, long long slot_stride,            \
+        const int* slots, const float* z, const float* norm_w, uint4* out, float* out_sum, int H_k, int H_v,  \
+        float eps, int items, uint8_t* gx) {                                                                  \
+        delta_body<DK, true>(DeltaConv{x, conv_w, conv_state, conv_stride}, a, b, ssm_a, dt_bias, S,          \
+                             slot_stride, slots, z, norm_w, out, out_sum, H_k, H_v, eps, 1, items, gx);       \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(2 * DK) delta_prep_d##DK(                                    \
         const float* conv_out, const float* a, const float* b, const float* ssm_a, const float* dt_bias,      \

@@ -70,6 +70,23 @@ DELTA_PIPELINE_MIN_ROWS = int(os.environ.get("QTUI_DELTA_PIPELINE_MIN_ROWS", str
 # 128 KB of shared memory), three at 64. With one block per item (H_v x m blocks), 16 waves of load - compute -
 # store at m = 64 ran the 4b layer in 100 us (2.7 TB/s of state traffic).
 DELTA_STEP_BLOCKS = {64: 3 * 132, 128: 132}
+# A decode step's conv runs inside the delta rule (ptx/deltanet.cu delta_conv_step: the same bits as
+# conv_step_silu_rows + delta_step, one launch where two were) for conv kernels of DELTA_CONV_K taps (Qwen3.5's 4);
+# QTUI_DELTA_CONV=0 gives the two launches back (A/B runs).
+DELTA_CONV_K = 4
+DELTA_CONV = os.environ.get("QTUI_DELTA_CONV", "1") != "0"
+
+
+@dataclass(frozen=True, slots=True)
+class ConvIn:
+    """The causal conv before the delta rule: its input x [m][C] (the projection), weights [C][K], the layer's
+    state pool (slot_stride floats a slot) and K, the kernel size."""
+
+    x: int
+    w: int
+    state: int
+    slot_stride: int
+    kernel: int
 
 
 def delta_step_smem_bytes(d_k: int) -> int:
@@ -753,16 +770,40 @@ class KernelTable:
         gates: int = 0,
         o_raw: int = 0,
         step_blocks: int | None = None,
+        conv: ConvIn | None = None,
     ) -> list[Kernel]:
         """The delta rule + gated RMSNorm * silu(z) of m rows in runs of `run` (ptx/deltanet.cu), out = split
         ([m][H_v * d_v]), d_k == d_v in {64, 128}: one fused delta_step for decode (run 1), the prefill pipeline
         delta_prep -> delta_scan -> delta_norm for longer runs, with its scratch qk_n [m][2*H_k*d_k], gates
         [m][2*H_v], o_raw [m][H_v*d_k] float32. Both compute every row the same way, bit for bit (test_layers.py);
         the pipeline spreads a head's columns over d_k / 8 warps. step_blocks: delta_step's persistent blocks
-        (default DELTA_STEP_BLOCKS; any count gives the same bits)."""
+        (default DELTA_STEP_BLOCKS; any count gives the same bits). With `conv`, the conv step before it too
+        (into conv_out): a decode step's conv inside the delta rule (delta_conv_step, m * H_k (row, k-head)
+        items) where DELTA_CONV allows and its kernel has DELTA_CONV_K taps, else conv_step_silu first."""
         assert run >= 1 and m % run == 0 and out.n == H_v * d_k, (m, run, out.n, H_v, d_k)
         mod, gate_in = "deltanet", [(conv_out, P), (a, P), (b, P), (ssm_a, P), (dt_bias, P)]
-        if run == 1 and m < DELTA_PIPELINE_MIN_ROWS:  # the fused kernel: H_v * m items, 4*d_k threads
+        fused_ok = run == 1 and m < DELTA_PIPELINE_MIN_ROWS
+        if conv is not None:
+            assert H_v % H_k == 0, (H_v, H_k)
+            if fused_ok and DELTA_CONV and conv.kernel == DELTA_CONV_K:
+                items = H_k * m
+                args: list[KernelArg] = [(conv.x, P), (conv.w, P), (conv.state, P), (conv.slot_stride, I64)]
+                args += [(a, P), (b, P), (ssm_a, P), (dt_bias, P), (S, P), (slot_stride, I64), (slots, P), (z, P)]
+                args += [(norm_w, P), (out.xs, P), (out.xsum, P), (H_k, I32), (H_v, I32), (eps, F32), (items, I32)]
+                args += [(out.gx, P)]
+                grid = (min(items, step_blocks or DELTA_STEP_BLOCKS[d_k]), 1, 1)
+                smem = delta_step_smem_bytes(d_k)
+                return [self._site(mod, f"delta_conv_step_d{d_k}", grid, 4 * d_k, args, shmem=smem)]
+            conv_site = self.conv_step_silu(
+                m=m, x=conv.x, w=conv.w, state=conv.state, slot_stride=conv.slot_stride, slots=slots, out=conv_out,
+                channels=(2 * H_k + H_v) * d_k, kernel=conv.kernel, run=run,
+            )  # fmt: skip
+            return [conv_site, *self.delta_rule(
+                m=m, d_k=d_k, conv_out=conv_out, a=a, b=b, ssm_a=ssm_a, dt_bias=dt_bias, S=S, slot_stride=slot_stride,
+                slots=slots, z=z, norm_w=norm_w, out=out, H_k=H_k, H_v=H_v, eps=eps, run=run, qk_n=qk_n, gates=gates,
+                o_raw=o_raw, step_blocks=step_blocks,
+            )]  # fmt: skip
+        if fused_ok:  # the fused kernel: H_v * m items, 4*d_k threads
             items = H_v * m
             fused: list[KernelArg] = [*gate_in, (S, P), (slot_stride, I64), (slots, P), (z, P), (norm_w, P)]
             fused += [(out.xs, P), (out.xsum, P), (H_k, I32), (H_v, I32), (eps, F32), (1, I32), (items, I32)]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from qtui.engine.cuda.driver import DeviceBuffer, Kernel
-from qtui.engine.cuda.kernels import ATTN_PIECE, MMA_TYPES, KernelTable, Split
+from qtui.engine.cuda.kernels import ATTN_PIECE, MMA_TYPES, ConvIn, KernelTable, Split
 from qtui.engine.cuda.weights import DeviceWeights
 from qtui.model.config import Qwen35Config
 
@@ -171,19 +171,10 @@ def _gdn(
     conv_base = int(pools.conv) + F32_BYTES * li * pools.conv_layer
     s_base = int(pools.S) + F32_BYTES * li * pools.s_layer
     out, o2 = M[p + "ssm_out.weight"], kt.staged(A.split("o2"), m)
+    conv = ConvIn(
+        x=A["qkv"], w=V[p + "ssm_conv1d.weight"], state=conv_base, slot_stride=pools.conv_stride, kernel=cfg.ssm_d_conv
+    )
     return _projections(kt, W, A, m, layer, "attn_qkv") + [
-        kt.conv_step_silu(
-            m=m,
-            x=A["qkv"],
-            w=V[p + "ssm_conv1d.weight"],
-            state=conv_base,
-            slot_stride=pools.conv_stride,
-            slots=A.slots(),
-            out=A["conv_out"],
-            channels=cfg.conv_dim,
-            kernel=cfg.ssm_d_conv,
-            run=run,
-        ),
         *kt.delta_rule(
             m=m,
             d_k=cfg.d_k,
@@ -205,6 +196,7 @@ def _gdn(
             qk_n=A["qk_n"],
             gates=A["gates"],
             o_raw=A["o_raw"],
+            conv=conv,
         ),
         *kt.gemv(qtype=out.qtype, w=out.ptr, x=o2, outputs=[(A["h"], cfg.n_embd)], m=m, res=A["h"]),
     ]

@@ -4,6 +4,7 @@ shares with the kernels agree with the .cu sources. Runs on the CPU (dry sites, 
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 
@@ -89,7 +90,9 @@ def every_site() -> list:
         ),
     ]
     for dk in (64, 128):
-        for run in (1, 2):  # the fused decode kernel, the prefill pipeline (runs of more than one row)
+        # the fused decode kernel, the prefill pipeline (runs of more than one row); with the conv: inside the
+        # decode kernel (delta_conv_step), before the pipeline (conv_step_silu)
+        for run, conv in itertools.product((1, 2), (None, K.ConvIn(x=14, w=15, state=16, slot_stride=17, kernel=4))):
             sites += kt.delta_rule(
                 m=2 * run,
                 d_k=dk,
@@ -111,6 +114,7 @@ def every_site() -> list:
                 qk_n=11,
                 gates=12,
                 o_raw=13,
+                conv=conv,
             )
     for qtype in K.GEMV_TYPES:
         for m in (1, 2, 3, 5, 9, 17, 33, 64, 200):
@@ -178,6 +182,7 @@ def test_every_ptx_entry_has_a_builder():
         ("ATTN_RUN_KEYS", K.ATTN_RUN_KEYS, "attention.cu"),
         ("MAX_CONV", K.MAX_CONV, "deltanet.cu"),
         ("CONV_DECODE_ROWS", K.CONV_DECODE_ROWS, "deltanet.cu"),
+        ("DELTA_CONV_K", K.DELTA_CONV_K, "deltanet.cu"),
         ("MMA_WARPS", K.MMA_WARPS, "mma.cuh"),
         ("MMA_RING_WARP_BYTES", K.MMA_RING_WARP_BYTES, "mma.cuh"),
         ("MMA_RING_NT", K.MMA_RING_NT, "mma.cuh"),

@@ -202,6 +202,61 @@ def test_decode_conv_rows_kernel_gives_the_run_kernels_bits(gpu, m, monkeypatch)
 
 
 @pytest.mark.parametrize("dk", [64, 128])
+@pytest.mark.parametrize("ratio,blocks", [(1, None), (2, 1), (2, 3), (2, None), (3, 2)])  # H_v / H_k
+def test_decode_conv_inside_the_delta_rule_gives_the_two_kernels_bits(gpu, dk, ratio, blocks, monkeypatch):
+    """A decode step's conv inside the delta rule (delta_conv_step: (row, k-head) items, their value heads one
+    after another in a block) writes the outputs, conv states and delta states that conv_step_silu_rows +
+    delta_step write, bit for bit, over three steps (each step's conv reads the state the last one wrote), with
+    rows in a random slot order and persistent blocks walking several items; slots not in the step untouched."""
+    from qtui.engine.cuda import kernels
+
+    rng = np.random.default_rng()
+    H_k, K, n_slots, eps = 2, 4, 7, 1e-6
+    H_v = ratio * H_k
+    C = (2 * H_k + H_v) * dk
+    m = 5
+    slots = rng.permutation(n_slots)[:m].astype(np.int32)
+    conv_w = rng.uniform(-0.5, 0.5, (C, K)).astype(np.float32)
+    ssm_a = -rng.uniform(1, 16, H_v).astype(np.float32)
+    dt_bias = rng.uniform(-7, -2, H_v).astype(np.float32)
+    norm_w = (1 + 0.1 * rng.standard_normal(dk)).astype(np.float32)
+    conv_state = rng.standard_normal((n_slots, K - 1, C)).astype(np.float32)
+    S = (0.1 * rng.standard_normal((n_slots, H_v, dk, dk))).astype(np.float32)
+    w_buf, a_dev, dt_dev, nw_dev, sl = (gpu.put(v) for v in (conv_w, ssm_a, dt_bias, norm_w, slots))
+    states = {fused: (gpu.put(conv_state), gpu.put(S)) for fused in (True, False)}
+    bits = lambda v: v.view(np.uint32)  # noqa: E731
+    for step in range(3):
+        x = rng.standard_normal((m, C)).astype(np.float32)
+        a, b = rng.standard_normal((2, m, H_v)).astype(np.float32)
+        z = rng.standard_normal((m, H_v, dk)).astype(np.float32)
+        x_dev, a_dev_r, b_dev_r, z_dev = (gpu.put(v) for v in (x, a, b, z))
+        got = {}
+        for fused in (True, False):
+            monkeypatch.setattr(kernels, "DELTA_CONV", fused)
+            st_buf, S_buf = states[fused]
+            conv_out, o = gpu.poisoned((m, C)), gpu.split_buffer(m, H_v * dk)
+            sites = gpu.kt.delta_rule(
+                m=m, d_k=dk, conv_out=int(conv_out), a=int(a_dev_r), b=int(b_dev_r), ssm_a=int(a_dev),
+                dt_bias=int(dt_dev), S=int(S_buf), slot_stride=H_v * dk * dk, slots=int(sl), z=int(z_dev),
+                norm_w=int(nw_dev), out=o, H_k=H_k, H_v=H_v, eps=eps, step_blocks=blocks,
+                conv=kernels.ConvIn(x=int(x_dev), w=int(w_buf), state=int(st_buf), slot_stride=(K - 1) * C, kernel=K),
+            )  # fmt: skip
+            names = [s.name for s in sites]
+            assert names == ([f"delta_conv_step_d{dk}"] if fused else ["conv_step_silu_rows", f"delta_step_d{dk}"])
+            gpu.run(*sites)
+            got[fused] = _split_values(gpu, o, m), gpu.get(st_buf, conv_state.shape), gpu.get(S_buf, S.shape)
+        for name, f, u in zip(("outputs", "conv states", "delta states"), got[True], got[False], strict=True):
+            assert np.isfinite(f).all(), f"step {step}: {name}"
+            assert np.array_equal(bits(f), bits(u)), f"step {step}: {name} differ"
+    untouched = [s for s in range(n_slots) if s not in slots]
+    conv_after, S_after = got[True][1], got[True][2]
+    assert np.array_equal(conv_after[untouched], conv_state[untouched]) and np.array_equal(
+        S_after[untouched], S[untouched]
+    )
+    assert not np.array_equal(conv_after[slots], conv_state[slots])  # (the states moved on)
+
+
+@pytest.mark.parametrize("dk", [64, 128])
 @pytest.mark.parametrize("run", [2, 5, 16, 40])
 def test_conv_and_delta_runs_of_rows_are_tokens_in_order(gpu, dk, run):
     """Two runs of `run` rows (two slots, a prefill chunk each) in one launch: each run's rows are that slot's
