@@ -51,6 +51,19 @@ __device__ __forceinline__ void bulk_copy_tx(uint32_t dst, const void* src, uint
                  : "memory");
 }
 
+// A bulk copy from shared memory to global memory in this thread's bulk async-group (bulk_commit closes the group;
+// bulk_wait_read<N> returns once at most N groups still read shared memory, bulk_wait<N> once at most N groups'
+// writes are incomplete). Shared memory written by threads before it: fence_proxy_async_shared, then a barrier.
+__device__ __forceinline__ void bulk_store(void* dst, uint32_t src, uint32_t bytes) {
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(src), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory"); }
+template <int N>
+__device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory"); }
+
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
     asm volatile(
         "{\n\t.reg .pred done;\n\tWAIT:\n\tmbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"

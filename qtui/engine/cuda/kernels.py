@@ -75,6 +75,10 @@ DELTA_STEP_BLOCKS = {64: 3 * 132, 128: 132}
 # QTUI_DELTA_CONV=0 gives the two launches back (A/B runs).
 DELTA_CONV_K = 4
 DELTA_CONV = os.environ.get("QTUI_DELTA_CONV", "1") != "0"
+# ... for steps of at least this many rows: a (row, k-head) item runs its H_v / H_k heads one after another, which
+# costs a small step its latency (4b, H100: the m = 1 step +49 us, m = 64 -94 us); from 8 rows the 4b's m x 16
+# items fill the SMs.
+DELTA_CONV_MIN_ROWS = int(os.environ.get("QTUI_DELTA_CONV_MIN_ROWS", "8"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +94,9 @@ class ConvIn:
 
 
 def delta_step_smem_bytes(d_k: int) -> int:
-    """delta_step's dynamic shared memory: two d_k x d_k float32 state buffers and their two mbarriers."""
-    return 2 * d_k * d_k * 4 + 16
+    """delta_step's dynamic shared memory: two d_k x d_k float32 state buffers and their two mbarriers, then a
+    third buffer (a DELTA_BULK_STORE build stores the states through it)."""
+    return 3 * d_k * d_k * 4 + 16
 
 
 # The 64-token GEMM (ptx/gemm.cuh: warpgroup MMAs over a staged x tile, one block per SM): GEMV launches of at
@@ -785,7 +790,7 @@ class KernelTable:
         fused_ok = run == 1 and m < DELTA_PIPELINE_MIN_ROWS
         if conv is not None:
             assert H_v % H_k == 0, (H_v, H_k)
-            if fused_ok and DELTA_CONV and conv.kernel == DELTA_CONV_K:
+            if fused_ok and DELTA_CONV and m >= DELTA_CONV_MIN_ROWS and conv.kernel == DELTA_CONV_K:
                 items = H_k * m
                 args: list[KernelArg] = [(conv.x, P), (conv.w, P), (conv.state, P), (conv.slot_stride, I64)]
                 args += [(a, P), (b, P), (ssm_a, P), (dt_bias, P), (S, P), (slot_stride, I64), (slots, P), (z, P)]

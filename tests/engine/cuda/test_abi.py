@@ -94,7 +94,7 @@ def every_site() -> list:
         # decode kernel (delta_conv_step), before the pipeline (conv_step_silu)
         for run, conv in itertools.product((1, 2), (None, K.ConvIn(x=14, w=15, state=16, slot_stride=17, kernel=4))):
             sites += kt.delta_rule(
-                m=2 * run,
+                m=K.DELTA_CONV_MIN_ROWS * run,
                 d_k=dk,
                 conv_out=1,
                 a=2,

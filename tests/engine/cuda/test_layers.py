@@ -232,7 +232,7 @@ def test_decode_conv_inside_the_delta_rule_gives_the_two_kernels_bits(gpu, dk, r
         x_dev, a_dev_r, b_dev_r, z_dev = (gpu.put(v) for v in (x, a, b, z))
         got = {}
         for fused in (True, False):
-            monkeypatch.setattr(kernels, "DELTA_CONV", fused)
+            monkeypatch.setattr(kernels, "DELTA_CONV_MIN_ROWS", 1 if fused else m + 1)  # (from m rows: fused)
             st_buf, S_buf = states[fused]
             conv_out, o = gpu.poisoned((m, C)), gpu.split_buffer(m, H_v * dk)
             sites = gpu.kt.delta_rule(

@@ -33,6 +33,15 @@ inline void bulk_copy_tx(uint32_t dst, const void* src, uint32_t bytes, uint32_t
     if (dst + bytes > g_block->smem_bytes || bytes % 16 || dst % 16) __trap();
     memcpy(g_block->smem + dst, src, bytes);
 }
+inline void bulk_store(void* dst, uint32_t src, uint32_t bytes) {  // lands at once: the waits return at once
+    if (src + bytes > g_block->smem_bytes || bytes % 16 || src % 16) __trap();
+    memcpy(dst, g_block->smem + src, bytes);
+}
+inline void bulk_commit() {}
+template <int N>
+inline void bulk_wait_read() {}
+template <int N>
+inline void bulk_wait() {}
 inline void mbar_wait(uint32_t bar, uint32_t parity) {
     while ((sim_mbar(bar).phases & 1) == parity) sim_yield();
 }
