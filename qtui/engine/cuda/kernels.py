@@ -124,7 +124,10 @@ PRODUCERS_STAGE = os.environ.get("QTUI_PRODUCERS_STAGE", "1") != "0"
 GEMM_DECODE_MIN_UNITS = int(os.environ.get("QTUI_GEMM_DECODE_MIN_UNITS", "2560"))
 # one GEMM block per SM (200+ registers per thread); QTUI_GEMM_RESIDENT_BLOCKS: variant builds (gemm_variants.sh)
 GEMM_RESIDENT_BLOCKS = int(os.environ.get("QTUI_GEMM_RESIDENT_BLOCKS", "132"))
-GEMM_CUT_UNITS = int(os.environ.get("QTUI_GEMM_CUT_UNITS", "8"))  # gemm_blocks' cost of cutting, in units
+# gemm_blocks' cost of cutting, in units: 4 since the fold launch (session 14, 4b, H100, against 8: the m = 64 step
+# -1.9 %, a 256-token prefill chunk -2.8 %; 6: -1.5 %; 2 in session 11: c = 64 -1 %, cutting attention's q + k + v
+# and the LM head too)
+GEMM_CUT_UNITS = int(os.environ.get("QTUI_GEMM_CUT_UNITS", "4"))
 GEMM_X_BYTES = 32 << 20  # the staged activations of one GEMM (256 rows x K 16384 fit)
 GEMM_FOLD_MAX_SLABS = 256  # ptx/gemm.cuh GEMM_FOLD_MAX_SLABS: a cut tile group's slabs (K parts + super-blocks)
 
@@ -232,8 +235,9 @@ def gemm_blocks(passes: int, groups: int, n_sb: int, parts: int) -> int:
     waves x super-blocks against units per SM + GEMM_CUT_UNITS (the sums of cut K parts and tile groups meeting
     in scratch, added up by the fold launch after the GEMM). Measured on the H200 (4b, m = 64, us; whole / shared
     out, before the fold launch): ffn down (20 groups x 36 super-blocks) 92 / 43, ssm out (20 x 16) 44 / 26 (the
-    GEMV: 52), gate + up (144 x 10) 66 / 59, qkv (97 x 10) 29 / 44. Fewer blocks where the scratch of the cut
-    parts would not fit. Speed only: no cut changes a sum."""
+    GEMV: 52), gate + up (144 x 10) 66 / 59, qkv (97 x 10) 29 / 44. With the fold launch (H100, session 14) the
+    4b's small projections gain too: z + b + a beside a Q6_K qkv (33 groups on 132 SMs) and that qkv (64). Fewer
+    blocks where the scratch of the cut parts would not fit. Speed only: no cut changes a sum."""
     whole = passes * groups
     units = whole * n_sb
     shared = -(-units // GEMM_RESIDENT_BLOCKS) + GEMM_CUT_UNITS

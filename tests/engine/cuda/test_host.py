@@ -166,10 +166,14 @@ def test_gemm_blocks_share_out_the_units_where_the_cost_model_says(monkeypatch):
     """gemm_blocks: a block per tile group and pass (nothing cut) unless sharing the units out over one block per
     SM saves more than GEMM_CUT_UNITS; never more blocks than units; fewer where the cut parts' scratch is short."""
     gb = kernels.gemm_blocks
-    assert gb(1, 97, 10, 2) == 97 and gb(4, 97, 10, 2) == 388  # 4b qkv: 10 vs 8 + 8 units per SM
-    assert gb(1, 144, 10, 3) == 132 and gb(4, 144, 10, 3) == 576  # 4b gate + up: 20 vs 11 + 8; 50 vs 44 + 8
-    assert gb(1, 20, 36, 7) == 132 and gb(4, 20, 36, 7) == 132  # 4b ffn down: 36 vs 6 + 8 (m = 256: 22 + 8)
-    assert gb(1, 20, 16, 7) == 132 and gb(4, 20, 16, 7) == 80  # 4b ssm out: 16 vs 3 + 8; m = 256: 16 vs 10 + 8
+    assert kernels.GEMM_CUT_UNITS == 4
+    assert gb(1, 97, 10, 2) == 97 and gb(4, 97, 10, 2) == 388  # 4b qkv: 10 vs 8 + 4 units per SM; 30 vs 30 + 4
+    assert gb(1, 80, 10, 2) == 80  # 4b attention q + k + v: 10 vs 7 + 4
+    assert gb(1, 33, 10, 2) == 132 and gb(1, 64, 10, 2) == 132  # 4b z + b + a; q6_k qkv: 10 vs 3 + 4, 5 + 4
+    assert gb(1, 144, 10, 3) == 132 and gb(4, 144, 10, 3) == 132  # 4b gate + up: 20 vs 11 + 4; 50 vs 44 + 4
+    assert gb(1, 20, 36, 7) == 132 and gb(4, 20, 36, 7) == 132  # 4b ffn down: 36 vs 6 + 4 (m = 256: 22 + 4)
+    assert gb(1, 20, 16, 7) == 132 and gb(4, 20, 16, 7) == 132  # 4b ssm out: 16 vs 3 + 4; m = 256: 16 vs 10 + 4
+    assert gb(1, 1940, 10, 2) == 1940  # 4b LM head: 150 vs 147 + 4
     monkeypatch.setattr(kernels, "GEMM_CUT_UNITS", -(10**6))  # always shared out
     assert gb(1, 1, 3, 3) == 3 and gb(1, 97, 10, 2) == 132  # at most one block per unit
     monkeypatch.setattr(kernels, "SCRATCH_BYTES", 4 * kernels.gemm_scratch_floats(10, 2) * 50)
@@ -286,13 +290,13 @@ def test_producers_stage_the_gemm_x_where_a_gemm_reads_it(monkeypatch):
     for m in (9, 17, 64, 256):
         xs = kt.staged(x, m)
         assert xs.gx == kt.gemm_x and (xs.xs, xs.xsum, xs.n) == (x.xs, x.xsum, x.n)
-        (k,) = kt.gemv(qtype="q4_k", w=1, x=xs, outputs=[(3, 9216)], m=m)  # the GEMM alone
+        k, *_fold = kt.gemv(qtype="q4_k", w=1, x=xs, outputs=[(3, 9216)], m=m)  # the GEMM (and its fold) alone
         assert k.name.startswith("mma_gemm_q4_k") and int(k.cells[1][0]) == kt.gemm_x
-        stage, k = kt.gemv(qtype="q4_k", w=1, x=x, outputs=[(3, 9216)], m=m)  # not staged: restaged first
+        stage, k, *_fold = kt.gemv(qtype="q4_k", w=1, x=x, outputs=[(3, 9216)], m=m)  # not staged: restaged first
         assert stage.name == "gemm_stage_x" and int(k.cells[1][0]) == kt.gemm_x
-        sw, *fold = kt.swiglu_gemv(qtype="q4_k", w_gate=1, w_up=2, x=xs, act=act, m=m)  # shared out to m = 64
+        sw, *fold = kt.swiglu_gemv(qtype="q4_k", w_gate=1, w_up=2, x=xs, act=act, m=m)  # shared out at every m
         assert sw.name.startswith("mma_gemm_swiglu_q4_k") and int(sw.cells[-1][0]) == kt.gemm_act
-        assert len(fold) == (m <= 64) and all(int(f.cells[-1][0]) == kt.gemm_act for f in fold)  # a fold stages too
+        assert len(fold) == 1 and all(int(f.cells[-1][0]) == kt.gemm_act for f in fold)  # a fold stages too
         down = kt.swiglu_out(x=xs, act=act, m=m)
         assert down.gx == kt.gemm_act
         k, _ = kt.gemv(qtype="q6_k", w=1, x=down, outputs=[(3, 2560)], m=m)
