@@ -211,7 +211,7 @@ __device__ __forceinline__ void gated_norm_store(float o, float z, float nw, flo
 // items b, b + gridDim.x, ...). An item's state (DK x DK floats, contiguous) comes into shared memory by one bulk
 // copy issued two items ahead (two buffers), so the state traffic of the next item streams while this one computes
 // (one item per block, 16 waves of load-compute-store at m = 64, kept the memory pipe idle half the time).
-// Dynamic shared memory: 2 DK DK floats, then two mbarriers.
+// Dynamic shared memory: 2 DK DK floats, then two mbarriers, then DK DK floats the states leave through.
 // Probes (timing only, wrong outputs; -D builds under .ptxvar, PERF.md): DELTA_PROBE_COPY streams the states with no
 // row arithmetic, DELTA_PROBE_NO_PREP skips q / k's l2 norms and the gates, DELTA_PROBE_NO_NORM the gated norm.
 // With the conv (CONV, the decode step's kernel delta_conv_step: runs of one row): the causal conv of the row's
@@ -315,9 +315,10 @@ __device__ __forceinline__ void delta_body(const DeltaConv& cv, const float* __r
                                            float eps, int rows_per_run, int items, uint8_t* __restrict__ gx) {
     constexpr int ROWS = DK / 4, W = DK / 32;  // S rows per thread, warps holding q (and as many holding k)
     constexpr uint32_t STATE = DK * DK * 4;    // bytes of one head's state
+    constexpr uint32_t STORE_AT = 2 * STATE + 16;  // (bytes) the store buffer, after the two mbarriers
     __shared__ float qs[DK], ks[DK], part_kv[4][DK], part_o[4][DK], red[3 * W], vs[CONV ? DK : 1];
     __shared__ __align__(16) float ov[DK];  // read back as float4 quads
-    DYNAMIC_SMEM_AS(float, delta_state);  // [2][DK][DK], then the two buffers' mbarriers
+    DYNAMIC_SMEM_AS(float, delta_state);  // [2][DK][DK], the two buffers' mbarriers, then [DK][DK] (STORE_AT)
     pdl_launch_dependents();
     const int t = threadIdx.x, j = t % DK, g = t / DK, G = gridDim.x;
     // an item: (row, head) = item / H_v, item % H_v; with the conv (row, k-head) = item / H_k, item % H_k and its
@@ -429,13 +430,13 @@ __device__ __forceinline__ void delta_body(const DeltaConv& cv, const float* __r
         if (DELTA_BULK_STORE && item_of(k + 1) < items) {  // a state with more to come: out by one bulk copy
             if (t == 0) bulk_wait_read<0>();                   // the store buffer's last copy has read it
             __syncthreads();
-            float* sb = delta_state + 2 * DK * DK + 4 + g * ROWS * DK + j;
+            float* sb = delta_state + STORE_AT / 4 + g * ROWS * DK + j;
 #pragma unroll
             for (int i = 0; i < ROWS; i++) sb[i * DK] = s[i];
             fence_proxy_async_shared();
             __syncthreads();
             if (t == 0) {
-                bulk_store(state_of(k), bufs + 2 * STATE + 16, STATE);
+                bulk_store(state_of(k), bufs + STORE_AT, STATE);
                 bulk_commit();
             }
         } else {  // the block's last state (at m = 1 its only one): stored from registers, nothing to wait for

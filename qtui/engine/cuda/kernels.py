@@ -94,8 +94,8 @@ class ConvIn:
 
 
 def delta_step_smem_bytes(d_k: int) -> int:
-    """delta_step's dynamic shared memory: two d_k x d_k float32 state buffers and their two mbarriers, then a
-    third buffer (a DELTA_BULK_STORE build stores the states through it)."""
+    """The decode delta kernels' dynamic shared memory: two d_k x d_k float32 state buffers and their two mbarriers,
+    then a third buffer the states leave through (ptx/deltanet.cu DELTA_BULK_STORE)."""
     return 3 * d_k * d_k * 4 + 16
 
 
@@ -791,34 +791,31 @@ class KernelTable:
         items) where DELTA_CONV allows and its kernel has DELTA_CONV_K taps, else conv_step_silu first."""
         assert run >= 1 and m % run == 0 and out.n == H_v * d_k, (m, run, out.n, H_v, d_k)
         mod, gate_in = "deltanet", [(conv_out, P), (a, P), (b, P), (ssm_a, P), (dt_bias, P)]
+        # the persistent decode kernels' arguments after their inputs, and their launch (items: see each kernel)
+        state_out: list[KernelArg] = [(S, P), (slot_stride, I64), (slots, P), (z, P), (norm_w, P), (out.xs, P)]
+        state_out += [(out.xsum, P), (H_k, I32), (H_v, I32), (eps, F32)]
+
+        def persistent(name: str, items: int, args: list[KernelArg]) -> Kernel:
+            grid = (min(items, step_blocks or DELTA_STEP_BLOCKS[d_k]), 1, 1)
+            return self._site(mod, f"{name}_d{d_k}", grid, 4 * d_k, args, shmem=delta_step_smem_bytes(d_k))
+
         fused_ok = run == 1 and m < DELTA_PIPELINE_MIN_ROWS
+        before: list[Kernel] = []  # the conv step, where it runs apart
         if conv is not None:
             assert H_v % H_k == 0, (H_v, H_k)
             if fused_ok and DELTA_CONV and m >= DELTA_CONV_MIN_ROWS and conv.kernel == DELTA_CONV_K:
-                items = H_k * m
-                args: list[KernelArg] = [(conv.x, P), (conv.w, P), (conv.state, P), (conv.slot_stride, I64)]
-                args += [(a, P), (b, P), (ssm_a, P), (dt_bias, P), (S, P), (slot_stride, I64), (slots, P), (z, P)]
-                args += [(norm_w, P), (out.xs, P), (out.xsum, P), (H_k, I32), (H_v, I32), (eps, F32), (items, I32)]
-                args += [(out.gx, P)]
-                grid = (min(items, step_blocks or DELTA_STEP_BLOCKS[d_k]), 1, 1)
-                smem = delta_step_smem_bytes(d_k)
-                return [self._site(mod, f"delta_conv_step_d{d_k}", grid, 4 * d_k, args, shmem=smem)]
-            conv_site = self.conv_step_silu(
+                conv_in: list[KernelArg] = [(conv.x, P), (conv.w, P), (conv.state, P), (conv.slot_stride, I64)]
+                items = H_k * m  # (row, k-head) pairs
+                args: list[KernelArg] = [*conv_in, *gate_in[1:], *state_out, (items, I32), (out.gx, P)]
+                return [persistent("delta_conv_step", items, args)]
+            before = [self.conv_step_silu(
                 m=m, x=conv.x, w=conv.w, state=conv.state, slot_stride=conv.slot_stride, slots=slots, out=conv_out,
                 channels=(2 * H_k + H_v) * d_k, kernel=conv.kernel, run=run,
-            )  # fmt: skip
-            return [conv_site, *self.delta_rule(
-                m=m, d_k=d_k, conv_out=conv_out, a=a, b=b, ssm_a=ssm_a, dt_bias=dt_bias, S=S, slot_stride=slot_stride,
-                slots=slots, z=z, norm_w=norm_w, out=out, H_k=H_k, H_v=H_v, eps=eps, run=run, qk_n=qk_n, gates=gates,
-                o_raw=o_raw, step_blocks=step_blocks,
             )]  # fmt: skip
         if fused_ok:  # the fused kernel: H_v * m items, 4*d_k threads
             items = H_v * m
-            fused: list[KernelArg] = [*gate_in, (S, P), (slot_stride, I64), (slots, P), (z, P), (norm_w, P)]
-            fused += [(out.xs, P), (out.xsum, P), (H_k, I32), (H_v, I32), (eps, F32), (1, I32), (items, I32)]
-            fused += [(out.gx, P)]
-            grid = (min(items, step_blocks or DELTA_STEP_BLOCKS[d_k]), 1, 1)
-            return [self._site(mod, f"delta_step_d{d_k}", grid, 4 * d_k, fused, shmem=delta_step_smem_bytes(d_k))]
+            fused: list[KernelArg] = [*gate_in, *state_out, (1, I32), (items, I32), (out.gx, P)]
+            return [*before, persistent("delta_step", items, fused)]
         assert d_k % 32 == 0 and qk_n and gates and o_raw, (d_k, qk_n, gates, o_raw)
         prep: list[KernelArg] = [*gate_in, (qk_n, P), (gates, P), (H_k, I32), (H_v, I32)]
         scan: list[KernelArg] = [(qk_n, P), (gates, P), (conv_out, P), (S, P), (slot_stride, I64), (slots, P)]
@@ -826,6 +823,7 @@ class KernelTable:
         norm: list[KernelArg] = [(o_raw, P), (z, P), (norm_w, P), (out.xs, P), (out.xsum, P), (H_v, I32), (eps, F32)]
         norm += [(out.gx, P)]
         return [
+            *before,
             self._site(mod, f"delta_prep_d{d_k}", (H_k, m, 1), 2 * d_k, prep),
             self._site(mod, f"delta_scan_d{d_k}", (H_v * d_k // 8, m // run, 1), 32, scan),
             self._site(mod, f"delta_norm_d{d_k}", (H_v, m, 1), d_k, norm),

@@ -83,6 +83,17 @@ def _delta_oracle(conv_out, a, b, ssm_a, dt_bias, S, H_k, H_v, dk, z, norm_w, ep
     return ops.rms_norm(o, norm_w, eps) * ops.silu(z)
 
 
+def _gdn_params(rng, C, K, H_v, dk, n_slots):
+    """A GDN layer's conv weights, ssm_a, dt_bias, gated-norm weights, and conv / delta states of n_slots slots."""
+    conv_w = rng.uniform(-0.5, 0.5, (C, K)).astype(np.float32)
+    ssm_a = -rng.uniform(1, 16, H_v).astype(np.float32)
+    dt_bias = rng.uniform(-7, -2, H_v).astype(np.float32)
+    norm_w = (1 + 0.1 * rng.standard_normal(dk)).astype(np.float32)
+    conv_state = rng.standard_normal((n_slots, K - 1, C)).astype(np.float32)
+    S = (0.1 * rng.standard_normal((n_slots, H_v, dk, dk))).astype(np.float32)
+    return conv_w, ssm_a, dt_bias, norm_w, conv_state, S
+
+
 @pytest.mark.parametrize("dk", [64, 128])
 @pytest.mark.parametrize("blocks", [1, 3])
 def test_conv_and_delta_step_over_three_steps(gpu, dk, blocks):
@@ -94,15 +105,10 @@ def test_conv_and_delta_step_over_three_steps(gpu, dk, blocks):
     C = (2 * H_k + H_v) * dk
     slots = np.array([3, 4, 1], np.int32)
     m = len(slots)
-    conv_w = rng.uniform(-0.5, 0.5, (C, K)).astype(np.float32)
-    ssm_a = -rng.uniform(1, 16, H_v).astype(np.float32)
-    dt_bias = rng.uniform(-7, -2, H_v).astype(np.float32)
-    conv_state = rng.standard_normal((n_slots, K - 1, C)).astype(np.float32)
-    S = (0.1 * rng.standard_normal((n_slots, H_v, dk, dk))).astype(np.float32)
+    conv_w, ssm_a, dt_bias, norm_w, conv_state, S = _gdn_params(rng, C, K, H_v, dk, n_slots)
     st_buf, S_buf, S_default = gpu.put(conv_state), gpu.put(S), gpu.put(S)
     cs64, S64 = conv_state.astype(F64), S.astype(F64)
     w_buf, a_dev, dt_dev, sl = gpu.put(conv_w), gpu.put(ssm_a), gpu.put(dt_bias), gpu.put(slots)
-    norm_w = (1 + 0.1 * rng.standard_normal(dk)).astype(np.float32)
     nw_dev, eps = gpu.put(norm_w), 1e-6
 
     def delta(ins, S_dev, out, step_blocks):
@@ -216,12 +222,7 @@ def test_decode_conv_inside_the_delta_rule_gives_the_two_kernels_bits(gpu, dk, r
     C = (2 * H_k + H_v) * dk
     m = 5
     slots = rng.permutation(n_slots)[:m].astype(np.int32)
-    conv_w = rng.uniform(-0.5, 0.5, (C, K)).astype(np.float32)
-    ssm_a = -rng.uniform(1, 16, H_v).astype(np.float32)
-    dt_bias = rng.uniform(-7, -2, H_v).astype(np.float32)
-    norm_w = (1 + 0.1 * rng.standard_normal(dk)).astype(np.float32)
-    conv_state = rng.standard_normal((n_slots, K - 1, C)).astype(np.float32)
-    S = (0.1 * rng.standard_normal((n_slots, H_v, dk, dk))).astype(np.float32)
+    conv_w, ssm_a, dt_bias, norm_w, conv_state, S = _gdn_params(rng, C, K, H_v, dk, n_slots)
     w_buf, a_dev, dt_dev, nw_dev, sl = (gpu.put(v) for v in (conv_w, ssm_a, dt_bias, norm_w, slots))
     states = {fused: (gpu.put(conv_state), gpu.put(S)) for fused in (True, False)}
     bits = lambda v: v.view(np.uint32)  # noqa: E731
@@ -269,12 +270,7 @@ def test_conv_and_delta_runs_of_rows_are_tokens_in_order(gpu, dk, run):
     C = (2 * H_k + H_v) * dk
     run_slots = [3, 1]
     m = run * len(run_slots)
-    conv_w = rng.uniform(-0.5, 0.5, (C, K)).astype(np.float32)
-    ssm_a = -rng.uniform(1, 16, H_v).astype(np.float32)
-    dt_bias = rng.uniform(-7, -2, H_v).astype(np.float32)
-    norm_w = (1 + 0.1 * rng.standard_normal(dk)).astype(np.float32)
-    conv_state = rng.standard_normal((n_slots, K - 1, C)).astype(np.float32)
-    S = (0.1 * rng.standard_normal((n_slots, H_v, dk, dk))).astype(np.float32)
+    conv_w, ssm_a, dt_bias, norm_w, conv_state, S = _gdn_params(rng, C, K, H_v, dk, n_slots)
     x = rng.standard_normal((m, C)).astype(np.float32)  # row i*run + t: token t of run i
     a, b = rng.standard_normal((2, m, H_v)).astype(np.float32)
     z = rng.standard_normal((m, H_v, dk)).astype(np.float32)
