@@ -117,11 +117,15 @@ GEMM_NARROW_ROWS = int(os.environ.get("QTUI_GEMM_NARROW_ROWS", "32"))
 # (KernelTable.staged, swiglu_out), so the GEMM runs without gemm_stage_x: the same bytes (tests/engine/cuda/
 # test_staged.py). QTUI_PRODUCERS_STAGE=0: off (A/B runs).
 PRODUCERS_STAGE = os.environ.get("QTUI_PRODUCERS_STAGE", "1") != "0"
-# Up to one pass (m <= GEMM_TOKENS: decode steps) the GEMM pays only on launches of at least this many 16-row x
-# 256-value units (tile groups x 8 tiles x super-blocks): one block per SM loses to the GEMV's two on small matrices
-# (the 0.8b m = 64 step: its largest per-layer launch, qkv, has 2080 units); the 4b's per-layer matrices have 2560 -
-# 11520, its 2560-unit ssm and attention outputs shared out over all SMs (gemm_blocks). QTUI_GEMM_DECODE_MIN_UNITS.
+# Up to GEMM_SMALL_GEMV_ROWS rows (one pass of the GEMV's widest token tiles, NT = 4) the GEMM pays only on launches
+# of at least GEMM_DECODE_MIN_UNITS 16-row x 256-value units (tile groups x 8 tiles x super-blocks): one block per SM
+# loses to the GEMV's two on small matrices (the 0.8b c = 16: 7891 tok/s on the GEMV, 7165 with every launch on the
+# GEMM; H200, session 15); the 4b's per-layer matrices have 2560 - 11520, its 2560-unit ssm and attention outputs
+# shared out over all SMs (gemm_blocks). Above it the GEMV would read each weight once per 32-token pass, so every
+# launch runs as the GEMM: the 0.8b m = 64 step 4557 -> 3192 us (c = 64 13557 -> 19072 tok/s), the 4b's 640-unit
+# Q6_K attn_v 24 -> ~10 us a launch (same H200 call). QTUI_GEMM_DECODE_MIN_UNITS, QTUI_GEMM_SMALL_GEMV_ROWS.
 GEMM_DECODE_MIN_UNITS = int(os.environ.get("QTUI_GEMM_DECODE_MIN_UNITS", "2560"))
+GEMM_SMALL_GEMV_ROWS = int(os.environ.get("QTUI_GEMM_SMALL_GEMV_ROWS", "32"))
 # one GEMM block per SM (200+ registers per thread); QTUI_GEMM_RESIDENT_BLOCKS: variant builds (gemm_variants.sh)
 GEMM_RESIDENT_BLOCKS = int(os.environ.get("QTUI_GEMM_RESIDENT_BLOCKS", "132"))
 # gemm_blocks' cost of cutting, in units: 4 since the fold launch (session 14, 4b, H100, against 8: the m = 64 step
@@ -224,8 +228,10 @@ def mma_launch_blocks(nt: int, parts: int, groups: int, passes: int) -> int:
 
 def uses_gemm(m: int, groups: int, n_sb: int) -> bool:
     """Whether a tensor-core launch of m rows over `groups` tile groups and n_sb super-blocks runs as the GEMM: from
-    GEMM_MIN_ROWS rows, and within one pass only for launches of GEMM_DECODE_MIN_UNITS units. Speed only."""
-    return m >= GEMM_MIN_ROWS and (m > GEMM_TOKENS or groups * MMA_WARPS * n_sb >= GEMM_DECODE_MIN_UNITS)
+    GEMM_MIN_ROWS rows, and up to GEMM_SMALL_GEMV_ROWS rows only for launches of GEMM_DECODE_MIN_UNITS units. Speed
+    only."""
+    big = groups * MMA_WARPS * n_sb >= GEMM_DECODE_MIN_UNITS
+    return m >= GEMM_MIN_ROWS and (m > GEMM_SMALL_GEMV_ROWS or big)
 
 
 def gemm_blocks(passes: int, groups: int, n_sb: int, parts: int) -> int:
