@@ -4,10 +4,12 @@
 #include "split.cuh"
 
 // RMSNorm of each of m rows. x: [m][n] float32; w: [n]; xs: [m][n/4] split quads; xsum: [m][n/16]; gx: the GEMM's
-// staged form too (split.cuh; null: not). n % 16 == 0 (with gx: % 256). Grid (m), 256 threads (thread i takes quads
-// i, i + 256, ...: the sum of squares one fmaf chain over them in that order). A thread's first RMS_KEEP quads of x
-// and w are loaded at once and kept for the output (n <= 6144 on 256 threads: every Qwen3.5 width); a quad past
-// them is read again (a launch held its loads one after another and took ~4.6 us at m = 64).
+// staged form too (split.cuh; null: not). n % 16 == 0 (with gx: % 256). Grid (m, ceil(n / 1024)), 256 threads: every
+// block of a row sums its squares (thread i over quads i, i + 256, ...: one fmaf chain in that order, then
+// block_sum), so all of them have the same s, and block y stores quads 256 y .. 256 y + 255 (the split words and the
+// staged chunks: most of a row's time at m = 64 is those stores, which one block per row made a chain of ~3 us on
+// 64 SMs). A thread's first RMS_KEEP quads of x are loaded at once (n <= 6144 on 256 threads: every Qwen3.5 width);
+// a quad past them is read again.
 #define RMS_KEEP 6
 extern "C" __global__ void rmsnorm(const float* __restrict__ x, const float* __restrict__ w, uint4* __restrict__ xs,
                                    float* __restrict__ xsum, int n, float eps, uint8_t* __restrict__ gx) {
@@ -15,13 +17,13 @@ extern "C" __global__ void rmsnorm(const float* __restrict__ x, const float* __r
     __shared__ float scratch[33];
     const float4* xr = reinterpret_cast<const float4*>(x + (long long)blockIdx.x * n);
     const float4* w4 = reinterpret_cast<const float4*>(w);
-    const int quads = n >> 2, t = threadIdx.x, T = blockDim.x;
-    float4 v[RMS_KEEP], g[RMS_KEEP];
+    const int quads = n >> 2, t = threadIdx.x, T = blockDim.x, mine = t + blockIdx.y * T;  // the quad it stores
+    const float4 h = mine < quads ? w4[mine] : make_float4(0.f, 0.f, 0.f, 0.f);
+    float4 v[RMS_KEEP];
 #pragma unroll
     for (int i = 0; i < RMS_KEEP; i++) {
         const int q = t + i * T;
         v[i] = q < quads ? xr[q] : make_float4(0.f, 0.f, 0.f, 0.f);
-        g[i] = q < quads ? w4[q] : make_float4(0.f, 0.f, 0.f, 0.f);
     }
     float ss = 0.0f;
 #pragma unroll
@@ -42,21 +44,12 @@ extern "C" __global__ void rmsnorm(const float* __restrict__ x, const float* __r
     }
     ss = block_sum(ss, scratch);
     const float s = sqrtf(ss / (float)n + eps);
-    uint4* xs_row = xs + (long long)blockIdx.x * quads;
-    float* sum_row = xsum + (long long)blockIdx.x * (n >> 4);
-    const auto normed = [&](float4 u, float4 h) {
-        return make_float4(u.x / s * h.x, u.y / s * h.y, u.z / s * h.z, u.w / s * h.w);
-    };
+    float4 u = make_float4(0.f, 0.f, 0.f, 0.f);  // this block's quad of x (kept, or read again)
 #pragma unroll
-    for (int i = 0; i < RMS_KEEP; i++) {  // uniform trip count: whole warps call store_split
-        if (i * T >= quads) break;
-        const int q = t + i * T;
-        store_split(xs_row, sum_row, q, q < quads, normed(v[i], g[i]), StagedRow{gx, n, blockIdx.x});
-    }
-    for (int q0 = RMS_KEEP * T; q0 < quads; q0 += T) {
-        const int q = q0 + t;
-        const bool active = q < quads;
-        const float4 o = active ? normed(xr[q], w4[q]) : make_float4(0.f, 0.f, 0.f, 0.f);
-        store_split(xs_row, sum_row, q, active, o, StagedRow{gx, n, blockIdx.x});
-    }
+    for (int i = 0; i < RMS_KEEP; i++)
+        if (i == (int)blockIdx.y) u = v[i];
+    if (blockIdx.y >= RMS_KEEP && mine < quads) u = xr[mine];
+    const float4 o = make_float4(u.x / s * h.x, u.y / s * h.y, u.z / s * h.z, u.w / s * h.w);
+    store_split(xs + (long long)blockIdx.x * quads, xsum + (long long)blockIdx.x * (n >> 4), mine, mine < quads, o,
+                StagedRow{gx, n, blockIdx.x});  // (a uniform call: whole warps, 32 consecutive quads each)
 }

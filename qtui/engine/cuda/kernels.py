@@ -568,11 +568,12 @@ class KernelTable:
 
     # --- norms and the split format (ptx/norms.cu, ptx/elementwise.cu) ---
     def rmsnorm(self, *, m: int, x: int, w: int, out: Split, eps: float) -> Kernel:
-        """out[m] = split(x / sqrt(mean(x^2) + eps) * w), x float32 [m][n]. Grid (m), 256 threads."""
+        """out[m] = split(x / sqrt(mean(x^2) + eps) * w), x float32 [m][n]. Grid (m, ceil(n / 1024)), 256 threads:
+        each block of a row stores 1024 of its values (4b, H100: m = 64 302 -> 216 us a step, m = 1 195 -> 124)."""
         return self._site(
             "norms",
             "rmsnorm",
-            (m, 1, 1),
+            (m, -(-out.n // 1024), 1),
             256,
             [(x, P), (w, P), (out.xs, P), (out.xsum, P), (out.n, I32), (eps, F32), (out.gx, P)],
         )

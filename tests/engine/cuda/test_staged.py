@@ -56,10 +56,9 @@ def assert_staged_as_gemm_stage_x(gpu, sp: Split, m: int) -> None:
             assert (w[TOKEN_OF_BYTE == -1] == 0).all()  # what the producers rely on: that half stays zero
 
 
-@pytest.mark.parametrize("m", [3, 70])
-def test_rmsnorm_stages_its_rows(gpu, m):
+@pytest.mark.parametrize("m,n", [(3, 768), (70, 768), (5, 2560)])  # 2560: three blocks a row store a third each
+def test_rmsnorm_stages_its_rows(gpu, m, n):
     rng = np.random.default_rng()
-    n = 768
     x = (rng.standard_normal((m, n)) * 3).astype(np.float32)
     w = (1 + 0.1 * rng.standard_normal(n)).astype(np.float32)
     out, _ = staged_out(gpu, m, n)
