@@ -579,14 +579,19 @@ struct GemmSwigluStore {
 // its index held, so a cut group's sums are the ones it would have in one block (tests/engine/cuda/test_gemv.py).
 // Spread over the SMs, where the GEMM's last arrivers added them after their ranges through one SM each (~380 KB for
 // an ffn down tile group: ~20 % of the 4b m = 64 step, PERF.md "Session 10"). R = 1: a block per token tile too
-// (float4 q = blockIdx.y of each thread's slabs: 4 KB a slab); R = 2 (the SwiGLU): the whole tile, which its
-// epilogue needs in one block. The slabs' loads in flight: D ahead.
+// (float4 q = blockIdx.y of each thread's slabs: 4 KB a slab); R = 2 (the SwiGLU): a block per half of the tile's
+// tokens (GEMM_FOLD_SWIGLU_SPLIT of the 64-token form: float4s 4 y .. 4 y + 3 of each slab; the 32-token form's
+// whole tile: its epilogue's rounds pair two tiles' sums), whose epilogue needs the gate and up sums of its tokens in
+// one block (a block for the whole tile took ~7.6 us a launch at m = 64, most of it the epilogue's split and staged
+// stores). The slabs' loads in flight: D ahead.
 #define GEMM_FOLD_MAX_SLABS 256  // the slabs of one tile group: at most parts + n_sb (kernels.py checks)
 #define GEMM_FOLD_FIRST (1 << 30)  // (list entries) the first slab of a K part
 #define GEMM_FOLD_LAST (1 << 29)   // the last slab of a K part
+#define GEMM_FOLD_SWIGLU_SPLIT 2   // blocks per tile group of the SwiGLU's fold launch (kernels.py)
 template <int R, int NJ, class Store>
 __device__ __forceinline__ void gemm_fold_body(const MmaShape& sh, int blocks, const float* scratch, const Store& store) {
-    constexpr int TPB = MMA_WARPS / R, Q = R == 1 ? 1 : NJ, D = Q == 1 ? 12 : 24 / Q;
+    constexpr int TPB = MMA_WARPS / R, Q = R == 1 ? 1 : NJ == 8 ? NJ / GEMM_FOLD_SWIGLU_SPLIT : NJ;
+    constexpr int D = Q == 1 ? 12 : 12 / Q;
     pdl_launch_dependents();
     const int n_sb = sh.n_in >> 8, groups = (sh.n_tiles + TPB - 1) / TPB;
     const GemmWork wk{n_sb, groups, sh.parts, (sh.m + GEMM_TOKENS - 1) / GEMM_TOKENS * groups * n_sb, blocks};
@@ -628,7 +633,7 @@ __device__ __forceinline__ void gemm_fold_body(const MmaShape& sh, int blocks, c
     }
     __syncthreads();
     pdl_wait();
-    const int n = n_list, q0 = R == 1 ? blockIdx.y : 0;
+    const int n = n_list, q0 = blockIdx.y * Q;  // this block's first token tile
     float4 buf[D][Q];
     const auto load = [&](int k, float4(&v)[Q]) {
         const float4* s = reinterpret_cast<const float4*>(sc.slab(list[k] & (GEMM_FOLD_LAST - 1)));
@@ -664,7 +669,7 @@ __device__ __forceinline__ void gemm_fold_body(const MmaShape& sh, int blocks, c
         store.token_tiles(T, q0, group, tok0);
     } else {
         __shared__ __align__(16) uint8_t xch[4 * GEMM_TOKENS * 16 * 4];  // GemmSwigluStore's exchange tiles
-        store(T, xch, group, tok0);
+        store(T, xch, group, tok0 + 8 * q0);  // (its Q token tiles from tok0 + 8 q0 on)
     }
 }
 

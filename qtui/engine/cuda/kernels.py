@@ -134,6 +134,7 @@ GEMM_RESIDENT_BLOCKS = int(os.environ.get("QTUI_GEMM_RESIDENT_BLOCKS", "132"))
 GEMM_CUT_UNITS = int(os.environ.get("QTUI_GEMM_CUT_UNITS", "4"))
 GEMM_X_BYTES = 32 << 20  # the staged activations of one GEMM (256 rows x K 16384 fit)
 GEMM_FOLD_MAX_SLABS = 256  # ptx/gemm.cuh GEMM_FOLD_MAX_SLABS: a cut tile group's slabs (K parts + super-blocks)
+GEMM_FOLD_SWIGLU_SPLIT = 2  # ptx/gemm.cuh: the 64-token SwiGLU fold's blocks per tile group (halves of its tokens)
 
 
 MMA_MAX_CLUSTER = 16  # blocks of a thread-block cluster on sm_90 (above 8 with the non-portable size allowed)
@@ -464,7 +465,7 @@ class KernelTable:
         sites = [gemm] if x.gx else [self.gemm_stage(x=x, m=plan.m), gemm]  # x.gx: staged by its producer
         if plan.blocks != plan.passes * plan.groups:  # tile groups cut: a fold block per (pass, group) and token tile
             fold_args: list[KernelArg] = [(plan.blocks, I32), *args[(2 if kind else 1) + 1 :]]  # after the weights, x
-            token_tiles = 1 if kind else (4 if n32 else GEMM_TOKENS // 8)  # (the SwiGLU's epilogue: whole tiles)
+            token_tiles = (1 if n32 else GEMM_FOLD_SWIGLU_SPLIT) if kind else (4 if n32 else GEMM_TOKENS // 8)
             grid = (plan.passes * plan.groups, token_tiles, 1)
             name = f"gemm_fold_{kind}".rstrip("_") + n32
             sites.append(self._site("gemm_stage", name, grid, MMA_THREADS, fold_args))

@@ -187,6 +187,7 @@ def test_every_ptx_entry_has_a_builder():
         ("MMA_RING_WARP_BYTES", K.MMA_RING_WARP_BYTES, "mma.cuh"),
         ("MMA_RING_NT", K.MMA_RING_NT, "mma.cuh"),
         ("GEMM_FOLD_MAX_SLABS", K.GEMM_FOLD_MAX_SLABS, "gemm.cuh"),
+        ("GEMM_FOLD_SWIGLU_SPLIT", K.GEMM_FOLD_SWIGLU_SPLIT, "gemm.cuh"),
         ("ARGMAX_PARTS", K.ARGMAX_PARTS, "elementwise.cu"),
         ("SAMPLE_THREADS", sampler.SAMPLE_THREADS, "sampling.cu"),
         ("MAX_TOP", sampler.MAX_TOP, "sampling.cu"),

@@ -210,7 +210,7 @@ def test_gemv_sites_choose_kernels_by_type_and_rows(monkeypatch):
         stage, k, fold = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=64)
         assert k.name == f"mma_gemm_swiglu_{qtype}" and int(k.cells[-3][0]) == mma_blocks_per_group(144, 10)
         assert k.grid == (132, 1, 1)  # 1440 units shared out: 11 + GEMM_CUT_UNITS per SM against 2 waves of 10
-        assert fold.name == "gemm_fold_swiglu" and fold.grid == (144, 1, 1)
+        assert fold.name == "gemm_fold_swiglu" and fold.grid == (144, 2, 1)  # halves of the tokens
         assert [int(c[0]) for c in fold.cells] == [132, *(int(c[0]) for c in k.cells[3:])]
         stage, k, fold = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=20)
         assert k.name == f"mma_gemm_swiglu_{qtype}_n32" and stage.grid == (1, 10, 5)  # the 32-token form
