@@ -117,15 +117,16 @@ GEMM_NARROW_ROWS = int(os.environ.get("QTUI_GEMM_NARROW_ROWS", "32"))
 # (KernelTable.staged, swiglu_out), so the GEMM runs without gemm_stage_x: the same bytes (tests/engine/cuda/
 # test_staged.py). QTUI_PRODUCERS_STAGE=0: off (A/B runs).
 PRODUCERS_STAGE = os.environ.get("QTUI_PRODUCERS_STAGE", "1") != "0"
-# Up to GEMM_SMALL_GEMV_ROWS rows (one pass of the GEMV's widest token tiles, NT = 4) the GEMM pays only on launches
-# of at least GEMM_DECODE_MIN_UNITS 16-row x 256-value units (tile groups x 8 tiles x super-blocks): one block per SM
-# loses to the GEMV's two on small matrices (the 0.8b c = 16: 7891 tok/s on the GEMV, 7165 with every launch on the
-# GEMM; H200, session 15); the 4b's per-layer matrices have 2560 - 11520, its 2560-unit ssm and attention outputs
-# shared out over all SMs (gemm_blocks). Above it the GEMV would read each weight once per 32-token pass, so every
-# launch runs as the GEMM: the 0.8b m = 64 step 4557 -> 3192 us (c = 64 13557 -> 19072 tok/s), the 4b's 640-unit
-# Q6_K attn_v 24 -> ~10 us a launch (same H200 call). QTUI_GEMM_DECODE_MIN_UNITS, QTUI_GEMM_SMALL_GEMV_ROWS.
+# Up to GEMM_SMALL_GEMV_ROWS rows the GEMM pays only on launches of at least GEMM_DECODE_MIN_UNITS 16-row x 256-value
+# units (tile groups x 8 tiles x super-blocks): one block per SM loses to the GEMV's two on small matrices (the 0.8b
+# c = 16: 7891 tok/s on the GEMV, 7165 with every launch on the GEMM; H200, session 15); the 4b's per-layer matrices
+# have 2560 - 11520, its 2560-unit ssm and attention outputs shared out over all SMs (gemm_blocks). Above it every
+# launch runs as the GEMM (session 15, against the GEMV's NT = 4 passes: the 0.8b m = 64 step 4557 -> 3192 us on an
+# H200, c = 64 13557 -> 19072 tok/s; at 16 rather than 32 on an H100 the 0.8b c = 20 / 24 / 32 5727 / 6711 / 8435 ->
+# 11017 / 13079 / 16661 tok/s and the 4b's +2 - 3 %, c = 16 unchanged). QTUI_GEMM_DECODE_MIN_UNITS,
+# QTUI_GEMM_SMALL_GEMV_ROWS.
 GEMM_DECODE_MIN_UNITS = int(os.environ.get("QTUI_GEMM_DECODE_MIN_UNITS", "2560"))
-GEMM_SMALL_GEMV_ROWS = int(os.environ.get("QTUI_GEMM_SMALL_GEMV_ROWS", "32"))
+GEMM_SMALL_GEMV_ROWS = int(os.environ.get("QTUI_GEMM_SMALL_GEMV_ROWS", "16"))
 # one GEMM block per SM (200+ registers per thread); QTUI_GEMM_RESIDENT_BLOCKS: variant builds (gemm_variants.sh)
 GEMM_RESIDENT_BLOCKS = int(os.environ.get("QTUI_GEMM_RESIDENT_BLOCKS", "132"))
 # gemm_blocks' cost of cutting, in units: 4 since the fold launch (session 14, 4b, H100, against 8: the m = 64 step

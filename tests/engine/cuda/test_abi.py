@@ -116,12 +116,16 @@ def every_site() -> list:
                 o_raw=13,
                 conv=conv,
             )
+    gemm_min_rows = K.GEMM_MIN_ROWS
     for qtype in K.GEMV_TYPES:
-        for m in (1, 2, 3, 5, 9, 17, 33, 64, 200):
+        # (20, False): 20 rows with the GEMM off (QTUI_GEMM_MIN_ROWS), the GEMV's 32-token passes
+        for m, gemm_on in [(m, True) for m in (1, 2, 3, 5, 9, 17, 33, 64, 200)] + [(20, False)]:
+            K.GEMM_MIN_ROWS = gemm_min_rows if gemm_on else 1 << 20
             sites += kt.gemv(qtype=qtype, w=1, x=big, outputs=[(2, 40)], m=m, res=3)
             sites += kt.gemv(qtype=qtype, w=1, x=big, outputs=[(2, 32), (3, 16), (4, 16)], m=m)
             if qtype in K.MMA_TYPES:
                 sites += kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=big, act=x, m=m)
+        K.GEMM_MIN_ROWS = gemm_min_rows
         if qtype in K.MMA_TYPES:  # decode-size GEMMs (2560+ units), shared out with tile groups cut (fold launches)
             wide, ffn = Split(5, 6, 4096), Split(5, 6, 2560)  # (ffn: the 4b's gate + up, 144 groups x 10)
             for m in (20, 64):  # the 32-token form, the 64-token one
