@@ -203,16 +203,25 @@ def test_segments_bitwise_equal_separate_gemvs(gpu, qtype):
         assert np.isfinite(a).all() and np.array_equal(a.view(np.uint32), b.view(np.uint32))
 
 
-def test_residual_add_in_place(gpu):
-    """h = h + W x with y and res the same buffer (the residual stream)."""
+@pytest.mark.parametrize("m,blocks", [(4, None), (70, 3)])
+def test_residual_add_in_place(gpu, m, blocks, monkeypatch):
+    """h = h + W x with y and res the same buffer (the residual stream): the GEMV, and the GEMM on 3 blocks, whose cut
+    tile groups the fold launch adds up and adds to the residual."""
+    monkeypatch.setattr(kernels, "GEMM_DECODE_MIN_UNITS", 0)
+    if blocks:
+        monkeypatch.setattr(kernels, "GEMM_RESIDENT_BLOCKS", blocks)
+        monkeypatch.setattr(kernels, "GEMM_CUT_UNITS", -(10**6))
     rng = np.random.default_rng()
-    w, deq = _weight(gpu, "q4_k", 64, 512, rng)
-    x = rng.standard_normal((4, 512), dtype=np.float32)
-    h = rng.standard_normal((4, 64), dtype=np.float32)
+    n = 160
+    w, deq = _weight(gpu, "q4_k", n, 1024, rng)
+    x = rng.standard_normal((m, 1024), dtype=np.float32)
+    h = rng.standard_normal((m, n), dtype=np.float32)
     hb = gpu.put(h)
-    gpu.run(_gemv(gpu, "q4_k", w, gpu.put_split(x), hb, 64, 4, res=hb))
+    ks = _gemv(gpu, "q4_k", w, gpu.put_split(x), hb, n, m, res=hb)
+    assert (ks[-1].name == "gemm_fold") == bool(blocks), [k.name for k in ks]
+    gpu.run(ks)
     ref = h.astype(np.float64) + x.astype(np.float64) @ deq.T.astype(np.float64)
-    assert np.linalg.norm(gpu.get(hb, (4, 64)) - ref) / np.linalg.norm(ref) < GEMV_REL_TOL
+    assert np.linalg.norm(gpu.get(hb, (m, n)) - ref) / np.linalg.norm(ref) < GEMV_REL_TOL
 
 
 @pytest.mark.parametrize("k_split", ["across", "none"])
