@@ -509,6 +509,33 @@ struct GemmGemvStore {
     // token tiles j0 .. j0 + NJ - 1 of this warp's tile (the fold launch stores one at a time)
     template <int NJ>
     __device__ __forceinline__ void token_tiles(const float (&T)[NJ][4], int j0, int group, int tok0) const {
+        each<NJ>(j0, group, tok0, [&](int j, int i, float* y, const float* res, long long o) {
+            y[o] = res ? res[o] + T[j][i] : T[j][i];
+        });
+    }
+    // The same with the residual r loaded ahead by `residual` (the fold launch: with its slabs' loads, where read in
+    // the stores it cost one more round trip after them)
+    template <int NJ>
+    __device__ __forceinline__ void token_tiles(const float (&T)[NJ][4], const float (&r)[NJ][4], int j0, int group,
+                                                int tok0) const {
+        each<NJ>(j0, group, tok0, [&](int j, int i, float* y, const float* res, long long o) {
+            y[o] = res ? r[j][i] + T[j][i] : T[j][i];
+        });
+    }
+    template <int NJ>
+    __device__ __forceinline__ void residual(float (&r)[NJ][4], int j0, int group, int tok0) const {
+#pragma unroll
+        for (int j = 0; j < NJ; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) r[j][i] = 0.0f;
+        each<NJ>(j0, group, tok0, [&](int j, int i, float*, const float* res, long long o) {
+            if (res) r[j][i] = res[o];
+        });
+    }
+    // f(j, i, y, res, o) for each element o of y this thread holds in token tiles j0 .. j0 + NJ - 1 of its warp's
+    // tile (res: the residual, null where its segment has none)
+    template <int NJ, class F>
+    __device__ __forceinline__ void each(int j0, int group, int tok0, const F& f) const {
         const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, tile = group * MMA_WARPS + (threadIdx.x >> 5);
         if (tile >= sh.n_tiles) return;
         int s = 0, t0 = 0;  // the segment holding this tile (as gemv_store finds it)
@@ -526,8 +553,7 @@ struct GemmGemvStore {
             for (int i = 0; i < 4; i++) {
                 const int tok = tok0 + 8 * (j0 + j) + 2 * t + (i & 1), row = 16 * (tile - t0) + g + 8 * (i >> 1);
                 if (tok >= sh.m || row >= rows) continue;
-                const long long o = (long long)tok * rows + row;
-                y[o] = res ? res[o] + T[j][i] : T[j][i];
+                f(j, i, y, res, (long long)tok * rows + row);
             }
     }
 };
@@ -634,6 +660,9 @@ __device__ __forceinline__ void gemm_fold_body(const MmaShape& sh, int blocks, c
     __syncthreads();
     pdl_wait();
     const int n = n_list, q0 = blockIdx.y * Q;  // this block's first token tile
+    const int group = r % groups, tok0 = r / groups * GEMM_TOKENS;
+    float res[Q][4];  // R = 1: the residual, its loads in flight with the slabs'
+    if constexpr (R == 1) store.residual(res, q0, group, tok0);
     float4 buf[D][Q];
     const auto load = [&](int k, float4(&v)[Q]) {
         const float4* s = reinterpret_cast<const float4*>(sc.slab(list[k] & (GEMM_FOLD_LAST - 1)));
@@ -664,9 +693,8 @@ __device__ __forceinline__ void gemm_fold_body(const MmaShape& sh, int blocks, c
             if (k + D < n) load(k + D, buf[d]);
         }
     }
-    const int group = r % groups, tok0 = r / groups * GEMM_TOKENS;
     if constexpr (R == 1) {
-        store.token_tiles(T, q0, group, tok0);
+        store.token_tiles(T, res, q0, group, tok0);
     } else {
         __shared__ __align__(16) uint8_t xch[4 * GEMM_TOKENS * 16 * 4];  // GemmSwigluStore's exchange tiles
         store(T, xch, group, tok0 + 8 * q0);  // (its Q token tiles from tok0 + 8 q0 on)

@@ -206,7 +206,7 @@ def test_segments_bitwise_equal_separate_gemvs(gpu, qtype):
 @pytest.mark.parametrize("m,blocks", [(4, None), (70, 3)])
 def test_residual_add_in_place(gpu, m, blocks, monkeypatch):
     """h = h + W x with y and res the same buffer (the residual stream): the GEMV, and the GEMM on 3 blocks, whose cut
-    tile groups the fold launch adds up and adds to the residual."""
+    tile groups the fold launch adds up with the residual it loaded ahead."""
     monkeypatch.setattr(kernels, "GEMM_DECODE_MIN_UNITS", 0)
     if blocks:
         monkeypatch.setattr(kernels, "GEMM_RESIDENT_BLOCKS", blocks)
