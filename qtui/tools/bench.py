@@ -152,10 +152,19 @@ def ladder_rung(
     for _ in range(LADDER_WARMUP):
         toks = step(toks)
     host = []
+    ahead = not sampled and getattr(engine, "decode_ahead", False)  # each step queued before the last one is read
     t0 = time.perf_counter()
-    for _ in range(steps):
-        toks = step(toks)
-        host.append(getattr(engine, "last_host_us", float("nan")))
+    if ahead:  # as the server runs greedy rows: the host reads step N's tokens while step N + 1 runs
+        pending = engine.decode_submit(slots, toks)
+        for i in range(steps):
+            nxt = engine.decode_submit(slots, [None] * c) if i + 1 < steps else None
+            host.append(getattr(engine, "last_host_us", float("nan")))
+            toks = engine.decode_collect(pending)
+            pending = nxt
+    else:
+        for _ in range(steps):
+            toks = step(toks)
+            host.append(getattr(engine, "last_host_us", float("nan")))
     dt = time.perf_counter() - t0
     for s in slots:
         engine.free_slot(s)
@@ -165,6 +174,7 @@ def ladder_rung(
         "per_request_tok_s": steps / dt,
         "step_ms": 1e3 * dt / steps,
         "host_us_per_step": statistics.median(host),
+        "queued_ahead": ahead,
     }
 
 

@@ -242,6 +242,11 @@ class PinnedArray:
             self.ptr = 0
 
 
+def copy_on_device(dst: int, src: int, nbytes: int, stream: Any) -> None:
+    """Stream-ordered copy between two device addresses."""
+    check(_cu().cuMemcpyDtoDAsync(dst, src, nbytes, stream), "cuMemcpyDtoDAsync")
+
+
 def new_stream() -> Any:
     cu = _cu()
     return check(cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING.value), "cuStreamCreate")

@@ -13,6 +13,7 @@ positions 0..pos after the chunk's K/V are stored): DESIGN invariants 1 and 7.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -21,6 +22,7 @@ import numpy as np
 
 from qtui.engine.cuda import driver as drv
 from qtui.engine.cuda import sampler as sampling_glue
+from qtui.engine.cuda.ahead import DecodeRing, Submitted
 from qtui.engine.cuda.graphs import GraphCache
 from qtui.engine.cuda.kernels import ATTN_PIECE, MAX_HEAD_DIM, KernelTable
 from qtui.engine.cuda.step import F32_BYTES, Activations, Head, Pools, build_step
@@ -32,6 +34,9 @@ from qtui.model.config import Qwen35Config
 
 MAX_ROWS = 64  # rows of one decode step (two 32-token passes of the GEMVs, the second reading weights from L2)
 PREFILL_CHUNK = 256  # prompt tokens per prefill step (4 GEMV passes)
+# Greedy decode steps queued before the host reads the previous one (ahead.py; the bench ladder and the scheduler
+# use decode_submit / decode_collect where `decode_ahead`): QTUI_DECODE_AHEAD=0 for A/B runs.
+DECODE_AHEAD = os.environ.get("QTUI_DECODE_AHEAD", "1") != "0"
 
 
 def check_supported(cfg: Qwen35Config) -> None:
@@ -83,6 +88,8 @@ class CudaEngine(SlotBook):
             self.kernels, self.stream, cfg.n_vocab, max_slots, self.max_rows, max_context
         )
         self._plans: dict[tuple[int, Head, int], list[drv.Kernel]] = {}
+        self.ring = DecodeRing(self.max_rows, self.acts.rows)  # decode steps queued ahead of the host (ahead.py)
+        self.decode_ahead = DECODE_AHEAD
         self.last_host_us = 0.0  # host time of the last decode call up to the sync (us)
         self.last_wall_us = 0.0  # wall time of the last decode call (us)
         self._device_name = drv.device_name()
@@ -116,6 +123,7 @@ class CudaEngine(SlotBook):
         self.sampler.zero_slot(slot)  # the slot's token counts (sampling penalties)
         drv.sync(self.stream)
         self._length[slot] = 0
+        self.ring.forget(slot)
         return slot
 
     # --- steps ---
@@ -133,6 +141,10 @@ class CudaEngine(SlotBook):
         """Copy step-buffer image `image` of the pinned staging to the device, then run the step (graph or
         eager). All stream-ordered: nothing waits on the host here."""
         self.acts.step.upload(self._staging.array[image], self.stream)
+        self._run_step(m, head, run)
+
+    def _run_step(self, m: int, head: Head, run: int) -> None:
+        """The step's kernels on the step buffer as it stands (graph or eager)."""
         key = (m, head, run)
         if self.use_graphs:
             if key not in self.graphs:
@@ -157,6 +169,8 @@ class CudaEngine(SlotBook):
     ) -> tuple[list[int], np.ndarray | None]:
         t0 = time.perf_counter()
         m = len(slots)
+        for slot in slots:  # out_tokens is not copied to the ring here: a later step cannot chain from this one
+            self.ring.forget(slot)
         self._stage(0, slots, ids)
         self._launch_step(m, "all", 1, 0)
         if sampling is not None:  # non-greedy rows: overwrite the argmax in out_tokens (sampler.py)
@@ -194,6 +208,40 @@ class CudaEngine(SlotBook):
                 logits.append(lg)
         return out, logits
 
+    def decode_submit(self, slots: Sequence[int], tokens: Sequence[int | None]) -> Submitted:
+        """Queue one greedy decode step of m <= max_rows distinct slots and return at once; `decode_collect` reads
+        its tokens. tokens[i] None: slot i's input is the token its previous decode step (submitted here, one of
+        the last RING) produced, copied on the device (ahead.py). The tokens are bitwise those of `decode`."""
+        drv.primary_context()
+        t0 = time.perf_counter()
+        ring, m = self.ring, len(slots)
+        slots = [int(s) for s in slots]
+        assert 1 <= m <= self.max_rows and len(tokens) == m, f"decode_submit takes 1..{self.max_rows} rows"
+        self._check_decode(slots, [0 if t is None else t for t in tokens])
+        feed = list(tokens)
+        runs = ring.chain_runs(slots, feed)
+        entry = ring.take_entry()
+        st = ring.staging.array[entry]
+        st[:] = 0
+        st[0, :m] = [0 if t is None else int(t) for t in feed]
+        st[1, :m] = slots
+        st[2, :m] = self._length[slots]
+        self.acts.step.upload(st, self.stream)
+        for row, addr, n in runs:  # the chained rows' inputs, over the placeholders
+            drv.copy_on_device(self.acts.tokens() + 4 * row, addr, 4 * n, self.stream)
+        self._run_step(m, "all", 1)
+        drv.copy_on_device(int(ring.chain) + 4 * entry * ring.rows, int(self.acts.out_tokens), 4 * m, self.stream)
+        self.acts.out_tokens.download(ring.out.array[entry, :m], self.stream)
+        ring.events[entry].record(self.stream)
+        self._length[slots] += 1
+        self.last_host_us = (time.perf_counter() - t0) * 1e6
+        return ring.record(slots, entry)
+
+    def decode_collect(self, submitted: Submitted) -> list[int]:
+        """Wait for a submitted step and return its m tokens (once per step)."""
+        assert not submitted.collected, "decode step collected twice"
+        return self.ring.collect(submitted)
+
     def decode(self, slots: Sequence[int], tokens: Sequence[int],
                sampling: Sequence[SamplingParams] | None = None) -> list[int]:  # fmt: skip
         return self._decode(slots, tokens, False, sampling)[0]
@@ -221,6 +269,7 @@ class CudaEngine(SlotBook):
         and out_tokens row 0) or on all its rows (head "all", chunks of at most max_rows: row r = token r)."""
         drv.primary_context()
         ids = self._check_prefill(slot, tokens)
+        self.ring.forget(slot)  # its next input is the prompt's, not its last decode step's output
         start = int(self._length[slot])
         size = self.prefill_chunk if head == "last" else min(self.prefill_chunk, self.max_rows)
         chunks = [ids[i : i + size] for i in range(0, len(ids), size)]
@@ -275,4 +324,5 @@ class CudaEngine(SlotBook):
             buf.free()
         for pin in (self._staging, self._out_host, self._logits_host):
             pin.free()
+        self.ring.free()
         self.sampler.free()

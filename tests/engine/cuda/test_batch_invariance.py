@@ -51,6 +51,64 @@ def batched_replies(eng, prompts, joins, n_new=N_NEW):
     return [replies[i] for i in range(len(prompts))]
 
 
+def ahead_replies(eng, prompts, joins, stops, n_new=N_NEW):
+    """As batched_replies, with every decode step queued before the host reads the one before it (decode_submit /
+    decode_collect, the server's order): a row whose last token is still in flight gets it on the device (None).
+    Request i stops after stops[i] tokens, which the host learns only when it reads that token (as an EOS): its
+    slot is freed, and may be handed to a joining request, while its next step is still in flight, whose token for
+    it is dropped. Rows go in slot order, so the chained rows come in several runs."""
+    replies: dict[int, list[int]] = {}
+    slots: dict[int, int] = {}
+    live: set[int] = set()
+    pending = None  # (Submitted, the request of each row)
+    step = 0
+    while step <= max(joins) or live or pending:
+        for i, j in enumerate(joins):
+            if j == step:
+                slots[i] = eng.alloc_slot()
+                replies[i] = [eng.prefill(slots[i], prompts[i])]
+                live.add(i) if stops[i] > 1 else eng.free_slot(slots[i])
+        in_flight = set(pending[1]) if pending else set()
+        rows = sorted((i for i in live if len(replies[i]) + (i in in_flight) < n_new), key=lambda i: slots[i])
+        feed = [None if i in in_flight else replies[i][-1] for i in rows]
+        sub = eng.decode_submit([slots[i] for i in rows], feed) if rows else None
+        if pending:
+            for i, t in zip(pending[1], eng.decode_collect(pending[0])):
+                if i in live:
+                    replies[i].append(t)
+                    if len(replies[i]) == stops[i]:
+                        live.remove(i)
+                        eng.free_slot(slots[i])
+        pending = (sub, rows) if sub else None
+        step += 1
+    return [replies[i] for i in range(len(prompts))]
+
+
+def check_ahead_replies(eng, c, n_new=N_NEW):
+    rng = np.random.default_rng()
+    prompts = [rng.integers(0, eng.config.n_vocab, int(rng.integers(1, 40))).tolist() for _ in range(c)]
+    joins = sorted(rng.integers(0, n_new // 2, c).tolist())
+    stops = rng.integers(1, n_new + 1, c).tolist()
+    solo = [solo_reply(eng, p, n_new) for p in prompts]
+    ahead = ahead_replies(eng, prompts, joins, stops, n_new)
+    for i, (s, a) in enumerate(zip(solo, ahead)):
+        assert a == s[: stops[i]], f"c={c}: request {i} (stops at {stops[i]}) differs from its solo reply: {a} {s}"
+    assert eng.num_free_slots() == eng.max_slots
+
+
+@pytest.mark.parametrize("c", [1, 5, 64])
+def test_replies_with_steps_queued_ahead_equal_solo_replies(engine, c):
+    check_ahead_replies(engine, c)
+
+
+def test_chaining_needs_a_step_to_chain_from(engine):
+    slot = engine.alloc_slot()
+    engine.prefill(slot, [1, 2, 3])
+    with pytest.raises(AssertionError, match="no decode step"):
+        engine.decode_submit([slot], [None])
+    engine.free_slot(slot)
+
+
 @pytest.mark.parametrize("c", [2, 4, 8, 16, 32, 64])
 @pytest.mark.parametrize("kind", ["identical", "different", "staggered"])
 def test_batched_replies_equal_solo_replies(engine, c, kind):

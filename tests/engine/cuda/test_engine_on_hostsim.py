@@ -50,6 +50,14 @@ def test_simulated_engine_matches_reference(sim_driver, make_model, preset, quan
     assert report["split"] is not None or report["steps"] == 7
 
 
+@pytest.mark.parametrize("c", [1, 6])
+def test_simulated_steps_queued_ahead_equal_solo_replies(sim_driver, engine, c):
+    """decode_submit / decode_collect with the simulator's stream work deferred to the host's synchronizations, as
+    a GPU runs behind the host: a pinned image or output reused too early changes the tokens."""
+    with sim_driver.deferred():
+        bi.check_ahead_replies(engine, c, N_NEW)
+
+
 @pytest.mark.parametrize("c,kind", [(4, "staggered"), (8, "different")])
 def test_simulated_batched_replies_equal_solo_replies(engine, c, kind):
     rng = np.random.default_rng()

@@ -87,13 +87,47 @@ def _alloc(nbytes: int) -> int:
     return int(buf)
 
 
+_queued: list[Any] | None = None  # deferred(): the stream work not yet run (it runs at the next synchronize)
+
+
 def _do(stream: Any, op: Any) -> tuple[CUresult]:
-    """Run `op` now, or record it if the stream is capturing."""
+    """Run `op` now, or record it if the stream is capturing, or queue it inside `deferred()`."""
     if isinstance(stream, Stream) and stream.capture is not None:
         stream.capture.append(op)
+    elif _queued is not None:
+        _queued.append(op)
     else:
         op()
     return (S,)
+
+
+def _run_queued() -> None:
+    while _queued:
+        _queued.pop(0)()
+
+
+def _do_eager_launch(stream: Any, op: Any) -> tuple[CUresult]:
+    """A kernel launch: inside `deferred()` it runs at once, after the queued work, since its parameters live in
+    host memory the caller may free on return (the driver copies them at the launch; a captured launch's stay with
+    its graph)."""
+    if _queued is not None and not (isinstance(stream, Stream) and stream.capture is not None):
+        _run_queued()
+        op()
+        return (S,)
+    return _do(stream, op)
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """Stream work (copies, launches, graph replays) runs only when the host synchronizes (a stream or an event),
+    as on a GPU the host runs ahead of: a host buffer rewritten before the copy that reads it shows up."""
+    global _queued
+    _queued = []
+    try:
+        yield
+    finally:
+        _run_queued()
+        _queued = None
 
 
 def _launch(name: str, grid: tuple[int, int, int], block: int, shmem: int, cluster: int, params: int) -> None:
@@ -164,13 +198,13 @@ def cuLaunchKernelEx(cfg: CUlaunchConfig, fn: str, params: int, extra: int) -> t
         if a.id is CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
             cluster = a.value.clusterDim.x
     grid = (cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ)
-    return _do(cfg.hStream, lambda: _launch(fn, grid, cfg.blockDimX, cfg.sharedMemBytes, cluster, params))
+    return _do_eager_launch(cfg.hStream, lambda: _launch(fn, grid, cfg.blockDimX, cfg.sharedMemBytes, cluster, params))
 
 
 def cuLaunchKernel(fn: str, gx, gy, gz, bx, by, bz, shmem, stream, params, extra) -> tuple[CUresult]:
     if shmem > _dynamic_smem.get(fn, 0):
         return (CUresult.CUDA_ERROR_INVALID_VALUE,)
-    return _do(stream, lambda: _launch(fn, (gx, gy, gz), bx, shmem, 1, params))
+    return _do_eager_launch(stream, lambda: _launch(fn, (gx, gy, gz), bx, shmem, 1, params))
 
 
 # ---- memory ----
@@ -216,6 +250,7 @@ def cuStreamCreate(flags: Any) -> tuple[CUresult, Stream]:
 
 
 def cuStreamSynchronize(stream: Any) -> tuple[CUresult]:
+    _run_queued()
     return (S,)
 
 
@@ -239,7 +274,7 @@ def cuGraphUpload(gexec: Any, stream: Any) -> tuple[CUresult]:
 
 def cuGraphLaunch(gexec: list[Any], stream: Any) -> tuple[CUresult]:
     for op in gexec:
-        op()
+        _do(stream, op)
     return (S,)
 
 
@@ -255,11 +290,14 @@ def cuEventCreate(flags: Any) -> tuple[CUresult, list[float]]:
 
 
 def cuEventRecord(event: list[float], stream: Any) -> tuple[CUresult]:
-    event[0] = time.perf_counter()
-    return (S,)
+    def stamp() -> None:
+        event[0] = time.perf_counter()
+
+    return _do(stream, stamp)
 
 
 def cuEventSynchronize(event: Any) -> tuple[CUresult]:
+    _run_queued()  # (all queued work: at least what came before the event)
     return (S,)
 
 
