@@ -95,3 +95,20 @@ class LogitsEngine(Protocol):
     def decode_logits(self, slots: Sequence[int], tokens: Sequence[int]) -> np.ndarray:
         """As `decode`, returning logits: [m, n_vocab] float32."""
         ...
+
+
+@runtime_checkable
+class AheadEngine(Protocol):
+    """Optional: greedy decode steps queued ahead of the host (the CUDA engine, qtui/engine/cuda/ahead.py). The
+    scheduler submits step N + 1 before it reads step N where `decode_ahead` is true (qtui/serve/scheduler.py)."""
+
+    decode_ahead: bool
+
+    def decode_submit(self, slots: Sequence[int], tokens: Sequence[int | None]) -> Any:
+        """Queue a greedy decode step as `decode` would run it and return a handle at once. A None token: the
+        token the slot's previous submitted step produced (read or not). Tokens are bitwise `decode`'s."""
+        ...
+
+    def decode_collect(self, handle: Any) -> list[int]:
+        """Wait for a submitted step and return its tokens (once per step)."""
+        ...

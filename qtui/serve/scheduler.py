@@ -11,6 +11,13 @@ The budget goes to prefilling requests in admission order (first come, first ser
 what is left does not block a later one that can). A piece that does not finish its prompt is a whole number
 of the engine's prefill chunks, so the engine runs full chunks (results do not depend on it: state is per
 slot and chunking is bitwise invisible, DESIGN invariant 7). Requests join and leave only at step boundaries.
+With an engine that queues decode steps ahead (`decode_ahead`: the CUDA engine's `decode_submit` /
+`decode_collect`), a step whose rows are all greedy without logprobs (and fit one engine call) is submitted
+BEFORE the previous one is read: the GPU runs step N + 1 while this thread turns step N's tokens into events and
+the server streams them. A row whose last token is still in flight feeds None (the engine takes it on the device);
+a request that will reach max_tokens with its in-flight token is left out; one that stops on EOS, a stop string or
+a cancel while a step for it is in flight is freed at once and that step's token for it dropped (its slot's next
+owner zeroes the state in stream order). Any other decode first collects the step in flight.
 With `verify_parity`, an idle scheduler re-runs each finished request alone in a fresh slot and reports
 whether its tokens match.
 
@@ -23,9 +30,10 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import cast
+from dataclasses import dataclass
+from typing import Any, cast
 
-from qtui.engine.base import BatchEngine
+from qtui.engine.base import AheadEngine, BatchEngine
 from qtui.engine.sampling import GREEDY, Choice
 from qtui.errors import EngineError, EngineFailed, Overloaded, PromptTooLong, ShuttingDown
 from qtui.serve import events as ev
@@ -34,6 +42,15 @@ from qtui.serve.request import GenerateParams, Request, Status, TextCodec
 
 MAX_PENDING_VERIFICATIONS = 4096  # beyond this (a server never idle), finished requests are not re-run
 DEFAULT_MAX_PREFILL_TOKENS = 256  # the budget for an engine that states no prefill chunk (numpy, fakes)
+
+
+@dataclass
+class _InFlight:
+    """A decode step submitted to an engine that queues ahead, not yet collected."""
+
+    handle: Any  # the engine's
+    reqs: list[Request]  # one per row
+    t0: float  # perf_counter at its submit
 
 
 class Scheduler:
@@ -75,6 +92,8 @@ class Scheduler:
         self._running: dict[str, Request] = {}  # rid -> request holding a slot (admission order)
         self._to_verify: deque[Request] = deque()  # finished requests awaiting their solo re-run
         self._verifying: Request | None = None  # the solo re-run in flight
+        self.decode_ahead = bool(getattr(engine, "decode_ahead", False))  # submit before reading (module doc)
+        self._in_flight: _InFlight | None = None
 
     # ---- queries -------------------------------------------------------------------------------------------
     @property
@@ -152,6 +171,7 @@ class Scheduler:
         """Error every live request (drain timeout, engine failure) and drop pending verifications."""
         now = self.clock()
         out: list[ev.Event] = []
+        self._in_flight = None  # its tokens are not read (after an engine failure they may never come)
         for req in [*self._running.values(), *self._waiting]:
             self._retire(req)
             out.append(ev.Error(now, req.rid, code, message, call))
@@ -182,6 +202,7 @@ class Scheduler:
         self._prefill(list(self._running.values()), out, self.max_mixed_prefill_tokens if decoding else None)
         self._decode([r for r in self._running.values() if r.status is Status.DECODE], out)
         if not self.has_live and (self._verifying is not None or self._to_verify):
+            self._collect(out)
             self._verify_step(out)
         return out
 
@@ -246,9 +267,60 @@ class Scheduler:
         return choices[-1].token, choices[-1]
 
     def _decode(self, reqs: list[Request], out: list[ev.Event], verify: bool = False) -> None:
-        """One engine call per `max_rows` requests (in admission order), each its own Step."""
+        """One engine call per `max_rows` requests (in admission order), each its own Step; or one step queued
+        ahead of the previous one's tokens (module doc)."""
+        if self._goes_ahead(reqs, verify):
+            self._decode_ahead(reqs, out)
+            return
+        if self._in_flight is not None:  # its tokens are this step's inputs: read them first
+            self._collect(out)
+            reqs = [r for r in reqs if r.status is Status.DECODE]
         for i in range(0, len(reqs), self.max_rows):
             self._decode_rows(reqs[i : i + self.max_rows], out, verify)
+
+    def _goes_ahead(self, reqs: list[Request], verify: bool) -> bool:
+        return (
+            self.decode_ahead
+            and not verify
+            and 0 < len(reqs) <= self.max_rows
+            and all(not r.params.wants_choices and r.params.sampling.is_greedy for r in reqs)
+        )
+
+    def _decode_ahead(self, reqs: list[Request], out: list[ev.Event]) -> None:
+        """Submit this step, then read the one in flight (its requests' tokens and stops)."""
+        prev = self._in_flight
+        pending = {id(r) for r in prev.reqs} if prev is not None else set()
+        # a request whose in-flight token is its last (max_tokens) gets no row
+        rows = [r for r in reqs if len(r.tokens) + (id(r) in pending) < r.max_tokens]
+        self._in_flight = None
+        if rows:
+            feed = [None if id(r) in pending else r.tokens[-1] for r in rows]
+            t0 = time.perf_counter()
+            handle = cast(AheadEngine, self.engine).decode_submit([cast(int, r.slot) for r in rows], feed)
+            self._in_flight = _InFlight(handle, rows, t0)
+        if prev is not None:
+            self._read(prev, out)
+
+    def _collect(self, out: list[ev.Event]) -> None:
+        """Read the step in flight, if any."""
+        prev, self._in_flight = self._in_flight, None
+        if prev is not None:
+            self._read(prev, out)
+
+    def _read(self, step: _InFlight, out: list[ev.Event]) -> None:
+        produced = cast(AheadEngine, self.engine).decode_collect(step.handle)
+        ms = (time.perf_counter() - step.t0) * 1e3
+        t_step = self.clock()
+        m, pos = len(step.reqs), len(out)
+        kept = [(r, t) for r, t in zip(step.reqs, produced) if r.status is Status.DECODE]  # not stopped meanwhile
+        for req, tok in kept:
+            if req.max_m < m:
+                req.max_m = m
+            self._accept(req, tok, out, None, t_step)
+        if kept:
+            slots = [cast(int, r.slot) for r, _ in kept]
+            queue, active = len(self._waiting), len(self._running)
+            out.insert(pos, ev.Step(t_step, m, ms, slots, [t for _, t in kept], queue, active, False))
 
     def _decode_rows(self, reqs: list[Request], out: list[ev.Event], verify: bool) -> None:
         slots = cast(list[int], [r.slot for r in reqs])  # decoding requests hold a slot (no per-row check here)

@@ -32,6 +32,7 @@ class FakeEngine:
         max_rows: int | None = None,
         prefill_chunk: int | None = None,
         mixed_prefill_chunk: int | None = None,
+        ahead: bool = False,
     ):
         self.prefill_chunk = prefill_chunk  # stated in describe() as the CUDA engine does (None: not stated)
         self.mixed_prefill_chunk = mixed_prefill_chunk  # likewise
@@ -44,12 +45,16 @@ class FakeEngine:
         self._free = list(range(max_slots))
         self._history: dict[int, list[int]] = {}
         self.decode_calls: list[list[int]] = []  # slots of every decode call, in order
+        self.decode_ahead = ahead  # decode_submit / decode_collect, as the CUDA engine's (qtui/engine/cuda/ahead.py)
+        self._last_out: dict[int, int] = {}  # slot -> the token its last submitted step produced (what None feeds)
+        self.uncollected = 0
 
     def alloc_slot(self) -> int:
         if not self._free:
             raise Overloaded("no free slot")
         slot = self._free.pop(0)
         self._history[slot] = []
+        self._last_out.pop(slot, None)
         return slot
 
     def free_slot(self, slot: int) -> None:
@@ -74,12 +79,34 @@ class FakeEngine:
 
     def prefill(self, slot: int, tokens: Sequence[int], sampling: SamplingParams | None = None) -> int:
         assert len(tokens) >= 1
+        self._last_out.pop(slot, None)
         self.prefill_calls.append((slot, len(tokens)))
         self._feed(slot, tokens)
         return self._next(slot, sampling)
 
     def decode(self, slots: Sequence[int], tokens: Sequence[int],
                sampling: Sequence[SamplingParams] | None = None) -> list[int]:  # fmt: skip
+        for slot in slots:
+            self._last_out.pop(slot, None)
+        return self._decode(slots, tokens, sampling)
+
+    def decode_submit(self, slots: Sequence[int], tokens: Sequence[int | None]) -> list[Any]:
+        """Computes the step now (as a GPU would, in stream order); a None row takes its slot's last output."""
+        assert self.decode_ahead
+        assert all(t is not None or s in self._last_out for s, t in zip(slots, tokens)), "nothing to chain from"
+        out = self._decode(slots, [self._last_out[s] if t is None else t for s, t in zip(slots, tokens)])
+        self._last_out.update(zip(slots, out))
+        self.uncollected += 1
+        return [out, False]
+
+    def decode_collect(self, handle: list[Any]) -> list[int]:
+        assert not handle[1], "collected twice"
+        handle[1] = True
+        self.uncollected -= 1
+        return list(handle[0])
+
+    def _decode(self, slots: Sequence[int], tokens: Sequence[int],
+                sampling: Sequence[SamplingParams] | None = None) -> list[int]:  # fmt: skip
         assert len(set(slots)) == len(slots) == len(tokens) >= 1
         assert len(slots) <= self.max_rows, f"decode of {len(slots)} rows > max_rows {self.max_rows}"
         self.decode_calls.append(list(slots))

@@ -17,11 +17,19 @@ from .fake_engine import FakeEngine, FakeTokenizer
 
 @contextlib.asynccontextmanager
 async def fake_server(
-    max_slots: int = 4, max_context: int = 64, step_delay_s: float = 0.0, max_rows: int | None = None, **settings: Any
+    max_slots: int = 4,
+    max_context: int = 64,
+    step_delay_s: float = 0.0,
+    max_rows: int | None = None,
+    ahead: bool = False,
+    **settings: Any,
 ) -> AsyncIterator[QtuiServer]:
+    """ahead: the engine queues greedy decode steps ahead (decode_submit / decode_collect, as the CUDA engine)."""
     settings.setdefault("port", 0)
     settings.setdefault("window_ms", 30.0)
-    engine = FakeEngine(max_slots=max_slots, max_context=max_context, step_delay_s=step_delay_s, max_rows=max_rows)
+    engine = FakeEngine(
+        max_slots=max_slots, max_context=max_context, step_delay_s=step_delay_s, max_rows=max_rows, ahead=ahead
+    )
     async with serve_engine(engine, FakeTokenizer(), ServeSettings(**settings)) as srv:
         yield srv
 

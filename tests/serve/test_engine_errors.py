@@ -16,15 +16,15 @@ from .test_scheduler import make
 
 
 def fail_decode_once(engine: FakeEngine, error: Exception) -> None:
-    real, calls = engine.decode, []
+    real, calls = engine._decode, []  # both decode paths' (decode, decode_submit)
 
-    def decode(slots, tokens):
+    def decode(slots, tokens, sampling=None):
         calls.append(1)
         if len(calls) == 2:
             raise error
-        return real(slots, tokens)
+        return real(slots, tokens, sampling)
 
-    engine.decode = decode  # type: ignore[method-assign]
+    engine._decode = decode  # type: ignore[method-assign]
 
 
 async def run_two(client: Client) -> list:
@@ -82,3 +82,23 @@ def test_scheduler_refuses_every_submit_after_a_fatal_error():
     arrived, refused = sched.submit("b", [3], GenerateParams())
     assert refused.code == "engine_failed" and not sched.has_work
     sched.check_integrity()
+
+
+async def test_an_error_read_with_a_step_queued_ahead_fails_its_requests_and_the_server_carries_on():
+    """Queued ahead, a recoverable fault surfaces where the host reads a step (the CUDA engine's event sync): its
+    requests get the error, the step queued behind it is dropped with them, and the next request runs clean."""
+    async with fake_server(max_slots=2, ahead=True) as srv, await Client.connect(srv.url) as client:
+        real, calls = srv.engine.decode_collect, []
+
+        def collect(handle):
+            calls.append(1)
+            if len(calls) == 2:
+                raise CudaError("cuEventSynchronize", "CUDA_ERROR_OUT_OF_MEMORY")
+            return real(handle)
+
+        srv.engine.decode_collect = collect  # type: ignore[method-assign]
+        replies = await run_two(client)
+        assert [(r.error["code"], r.error["call"]) for r in replies] == [("cuda_error", "cuEventSynchronize")] * 2
+        ok = await client.generate(tokens=[4], max_tokens=5, ignore_eos=True)
+        assert ok.tokens == solo_reply([4], 5, eos=None)
+        assert srv.engine.num_free_slots() == 2

@@ -12,9 +12,19 @@ from qtui.serve.scheduler import Scheduler
 
 from .fake_engine import EOS, FakeEngine, FakeTokenizer, solo_reply
 
+AHEAD = [False]  # the engine queues greedy decode steps ahead (the `ahead` fixture sets it for every test)
+
+
+@pytest.fixture(autouse=True, params=[False, True], ids=["sync", "ahead"])
+def ahead(request):
+    """Every test runs against both decode paths: the replies and events must not depend on which one ran."""
+    AHEAD[0] = request.param
+    yield request.param
+    AHEAD[0] = False
+
 
 def make(max_slots=4, max_context=64, max_rows=None, **kw) -> tuple[Scheduler, FakeEngine]:
-    engine = FakeEngine(max_slots=max_slots, max_context=max_context, max_rows=max_rows)
+    engine = FakeEngine(max_slots=max_slots, max_context=max_context, max_rows=max_rows, ahead=AHEAD[0])
     return Scheduler(engine, FakeTokenizer(), **kw), engine
 
 
@@ -214,7 +224,9 @@ def test_verify_parity_reruns_when_idle_and_yields_to_clients():
     # a client request arrives mid re-run: the re-run is dropped, the client batch runs without it
     p = rand_prompt(rng, 5)
     sched.submit("late", p, GenerateParams(max_tokens=8, ignore_eos=True))
-    late = sched.step()
+    late = sched.step()  # (queued ahead: its first step is read in the next one)
+    while not any(isinstance(e, ev.Step) for e in late):
+        late += sched.step()
     assert [e.m for e in late if isinstance(e, ev.Step)] == [1] and not any(
         e.verify for e in late if isinstance(e, ev.Step)
     )
@@ -228,15 +240,43 @@ def test_verify_parity_reruns_when_idle_and_yields_to_clients():
 def test_verify_parity_detects_divergence():
     """An engine whose batched rows differ from solo rows must be caught with the first divergent index."""
     sched, engine = make(max_slots=4, verify_parity=True)
-    real_decode = engine.decode
+    real_decode = engine._decode  # both decode paths' (decode, decode_submit)
 
-    def batch_dependent_decode(slots, tokens):
-        out = real_decode(slots, tokens)
+    def batch_dependent_decode(slots, tokens, sampling=None):
+        out = real_decode(slots, tokens, sampling)
         return [(t + 1) % engine.n_vocab if len(slots) > 1 and t != EOS else t for t in out]
 
-    engine.decode = batch_dependent_decode
+    engine._decode = batch_dependent_decode
     sched.submit("a", [5, 6], GenerateParams(max_tokens=6, ignore_eos=True))
     sched.submit("b", [7, 8], GenerateParams(max_tokens=6, ignore_eos=True))
     verdicts = {e.rid: e for e in run_all(sched) if isinstance(e, ev.ParityVerdict)}
     # token 0 comes from prefill (batch-free), token 1 is the first batched decode
     assert verdicts["a"].index == 1 and verdicts["a"].label == "diverged@1"
+
+
+def test_steps_queued_ahead_drop_a_stopped_rows_token_and_run_no_row_past_max_tokens(ahead):
+    """Queued ahead, a request that stops on EOS while its next step is in flight is freed at once (its slot goes to
+    a waiting request) and that step's token for it is dropped: one wasted row per such stop, none for a request
+    whose in-flight token is its max_tokens-th. Replies stay the solo ones; at most one step is ever in flight."""
+    rng = random.Random(5)
+    prompts = {}
+    while sum(len(solo_reply(p, 16)) < 16 for p in prompts.values()) < 3 or len(prompts) < 8:
+        p = rand_prompt(rng, rng.randrange(1, 8))
+        prompts[f"r{len(prompts)}"] = p
+    sched, engine = make(max_slots=3, max_context=64)
+    for rid, p in prompts.items():
+        sched.submit(rid, p, GenerateParams(max_tokens=16))
+    events: list[ev.Event] = []
+    while sched.has_work:
+        events += sched.step()
+        sched.check_integrity()
+        assert engine.uncollected <= 1
+    done = dones(events)
+    eos_in_decode = 0
+    for rid, p in prompts.items():
+        want = solo_reply(p, 16)
+        assert done[rid].tokens == want
+        eos_in_decode += 1 < len(want) < 16
+    rows = sum(len(call) for call in engine.decode_calls)
+    assert rows == sum(len(d.tokens) - 1 for d in done.values()) + (eos_in_decode if ahead else 0)
+    assert engine.num_free_slots() == 3

@@ -50,10 +50,11 @@ async def test_hello_info_health_and_metrics():
         assert (await aget(f"http://127.0.0.1:{srv.port}/nope"))[0] == 404
 
 
+@pytest.mark.parametrize("ahead", [False, True], ids=["sync", "ahead"])
 @pytest.mark.parametrize("c", [4, 8, 16])
-async def test_burst_over_socket_forms_batch_of_c(c):
+async def test_burst_over_socket_forms_batch_of_c(c, ahead):
     rng = random.Random(c)
-    async with fake_server(max_slots=16, max_context=128) as srv, await Client.connect(srv.url) as client:
+    async with fake_server(max_slots=16, max_context=128, ahead=ahead) as srv, await Client.connect(srv.url) as client:
         prompts = [rand_tokens(rng, rng.randrange(1, 30)) for _ in range(c)]
         futures = await client.submit_many([dict(tokens=p, max_tokens=10, ignore_eos=True) for p in prompts])
         replies = await asyncio.gather(*futures)
@@ -168,9 +169,10 @@ async def test_cancel_and_disconnect_free_the_slot():
         assert srv.engine.num_free_slots() == 1
 
 
-async def test_no_slot_leak_over_200_cancel_and_disconnect_cycles():
+@pytest.mark.parametrize("ahead", [False, True], ids=["sync", "ahead"])
+async def test_no_slot_leak_over_200_cancel_and_disconnect_cycles(ahead):
     rng = random.Random(4)
-    async with fake_server(max_slots=2, window_ms=0) as srv:
+    async with fake_server(max_slots=2, window_ms=0, ahead=ahead) as srv:
         async with await Client.connect(srv.url) as client:
             for i in range(100):
                 (f,) = await client.submit_many(
@@ -200,9 +202,10 @@ async def test_no_slot_leak_over_200_cancel_and_disconnect_cycles():
             assert [r.done["max_m"] for r in replies] == [2, 2]
 
 
-async def test_load_500_requests_64_clients_16_slots_none_lost():
+@pytest.mark.parametrize("ahead", [False, True], ids=["sync", "ahead"])
+async def test_load_500_requests_64_clients_16_slots_none_lost(ahead):
     rng = random.Random(5)
-    async with fake_server(max_slots=16, max_context=64, window_ms=2, queue_size=256) as srv:
+    async with fake_server(max_slots=16, max_context=64, window_ms=2, queue_size=256, ahead=ahead) as srv:
         clients = [await Client.connect(srv.url) for _ in range(64)]
         work = [(rand_tokens(rng, rng.randrange(1, 12)), rng.randrange(1, 8)) for _ in range(500)]
 

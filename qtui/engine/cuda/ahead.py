@@ -20,7 +20,7 @@ import numpy as np
 
 from qtui.engine.cuda import driver as drv
 
-RING = 4  # decode steps whose outputs later steps may chain from; at most RING submitted and not yet collected
+RING = 4  # decode steps whose outputs later steps may chain from (and that may be in flight at once)
 
 
 @dataclass
@@ -31,6 +31,7 @@ class Submitted:
     entry: int  # its ring entry: staging image, pinned outputs, chain outputs, event
     serial: int
     collected: bool = False
+    dropped: bool = False  # its entry was taken by a later step before it was collected
 
 
 class DecodeRing:
@@ -53,9 +54,13 @@ class DecodeRing:
         self._source.pop(slot, None)
 
     def take_entry(self) -> int:
+        """The next step's entry. A step RING submits back that was never collected (its caller dropped it, as the
+        scheduler does after an engine error) is waited for and its tokens are lost."""
         e = self.serial % RING
         prev = self.busy[e]
-        assert prev is None or prev.collected, f"more than {RING} decode steps submitted and not collected"
+        if prev is not None and not prev.collected:
+            self.events[e].synchronize()
+            prev.dropped = True
         return e
 
     def chain_runs(self, slots: list[int], tokens: list[int | None]) -> list[tuple[int, int, int]]:
@@ -85,6 +90,7 @@ class DecodeRing:
         return sub
 
     def collect(self, sub: Submitted) -> list[int]:
+        assert not sub.dropped, f"decode step {sub.serial} was dropped: {RING} later steps were submitted first"
         self.events[sub.entry].synchronize()
         sub.collected = True
         return [int(t) for t in self.out.array[sub.entry, : len(sub.slots)]]

@@ -148,3 +148,22 @@ def test_simulated_profile_times_every_launch_of_the_step_and_frees_its_slots(en
     assert sum(r["launches"] for r in rows if r["name"] != "whole step") == len(plan)
     assert all(np.isfinite(r["us"]) and r["us"] >= 0 for r in rows)
     assert engine.num_free_slots() == free
+
+
+def test_simulated_step_left_uncollected_for_a_whole_ring_is_dropped(sim_driver, engine):
+    """A step whose ring entry a later step takes before it is read (the scheduler drops the step in flight after an
+    engine error) refuses to be read; the steps after it chain from it and read right."""
+    from qtui.engine.cuda.ahead import RING
+
+    prompt = [3, 4, 5]
+    solo = bi.solo_reply(engine, prompt, RING + 2)
+    slot = engine.alloc_slot()
+    first = engine.prefill(slot, prompt)
+    with sim_driver.deferred():
+        subs = [engine.decode_submit([slot], [first])]
+        subs += [engine.decode_submit([slot], [None]) for _ in range(RING)]
+        with pytest.raises(AssertionError, match="dropped"):
+            engine.decode_collect(subs[0])
+        later = [engine.decode_collect(s)[0] for s in subs[1:]]
+    engine.free_slot(slot)
+    assert [first, *later] == solo[:1] + solo[2:]
