@@ -99,14 +99,15 @@ class LogitsEngine(Protocol):
 
 @runtime_checkable
 class AheadEngine(Protocol):
-    """Optional: greedy decode steps queued ahead of the host (the CUDA engine, qtui/engine/cuda/ahead.py). The
+    """Optional: decode steps queued ahead of the host (the CUDA engine, qtui/engine/cuda/ahead.py). The
     scheduler submits step N + 1 before it reads step N where `decode_ahead` is true (qtui/serve/scheduler.py)."""
 
     decode_ahead: bool
 
-    def decode_submit(self, slots: Sequence[int], tokens: Sequence[int | None]) -> Any:
-        """Queue a greedy decode step as `decode` would run it and return a handle at once. A None token: the
-        token the slot's previous submitted step produced (read or not). Tokens are bitwise `decode`'s."""
+    def decode_submit(self, slots: Sequence[int], tokens: Sequence[int | None],
+                      sampling: Sequence[SamplingParams] | None = None) -> Any:  # fmt: skip
+        """Queue a decode step as `decode` would run it and return a handle at once. A None token: the token the
+        slot's previous submitted step produced (read or not). Tokens are bitwise `decode`'s."""
         ...
 
     def decode_collect(self, handle: Any) -> list[int]:

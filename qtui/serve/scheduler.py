@@ -12,7 +12,7 @@ what is left does not block a later one that can). A piece that does not finish 
 of the engine's prefill chunks, so the engine runs full chunks (results do not depend on it: state is per
 slot and chunking is bitwise invisible, DESIGN invariant 7). Requests join and leave only at step boundaries.
 With an engine that queues decode steps ahead (`decode_ahead`: the CUDA engine's `decode_submit` /
-`decode_collect`), a step whose rows are all greedy without logprobs (and fit one engine call) is submitted
+`decode_collect`), a step whose rows want no logprobs (greedy or sampled) and fit one engine call is submitted
 BEFORE the previous one is read: the GPU runs step N + 1 while this thread turns step N's tokens into events and
 the server streams them. A row whose last token is still in flight feeds None (the engine takes it on the device);
 a request that will reach max_tokens with its in-flight token is left out; one that stops on EOS, a stop string or
@@ -283,7 +283,7 @@ class Scheduler:
             self.decode_ahead
             and not verify
             and 0 < len(reqs) <= self.max_rows
-            and all(not r.params.wants_choices and r.params.sampling.is_greedy for r in reqs)
+            and not any(r.params.wants_choices for r in reqs)
         )
 
     def _decode_ahead(self, reqs: list[Request], out: list[ev.Event]) -> None:
@@ -296,7 +296,10 @@ class Scheduler:
         if rows:
             feed = [None if id(r) in pending else r.tokens[-1] for r in rows]
             t0 = time.perf_counter()
-            handle = cast(AheadEngine, self.engine).decode_submit([cast(int, r.slot) for r in rows], feed)
+            sampling = [r.params.sampling for r in rows]
+            greedy = all(p is GREEDY or p.is_greedy for p in sampling)
+            slots = [cast(int, r.slot) for r in rows]
+            handle = cast(AheadEngine, self.engine).decode_submit(slots, feed, None if greedy else sampling)
             self._in_flight = _InFlight(handle, rows, t0)
         if prev is not None:
             self._read(prev, out)

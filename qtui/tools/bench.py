@@ -152,12 +152,12 @@ def ladder_rung(
     for _ in range(LADDER_WARMUP):
         toks = step(toks)
     host = []
-    ahead = not sampled and getattr(engine, "decode_ahead", False)  # each step queued before the last one is read
+    ahead = bool(getattr(engine, "decode_ahead", False))  # each step queued before the last one is read
     t0 = time.perf_counter()
-    if ahead:  # as the server runs greedy rows: the host reads step N's tokens while step N + 1 runs
-        pending = engine.decode_submit(slots, toks)
+    if ahead:  # as the server runs: the host reads step N's tokens while step N + 1 runs
+        pending = engine.decode_submit(slots, toks, sampling)
         for i in range(steps):
-            nxt = engine.decode_submit(slots, [None] * c) if i + 1 < steps else None
+            nxt = engine.decode_submit(slots, [None] * c, sampling) if i + 1 < steps else None
             host.append(getattr(engine, "last_host_us", float("nan")))
             toks = engine.decode_collect(pending)
             pending = nxt

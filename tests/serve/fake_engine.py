@@ -90,11 +90,13 @@ class FakeEngine:
             self._last_out.pop(slot, None)
         return self._decode(slots, tokens, sampling)
 
-    def decode_submit(self, slots: Sequence[int], tokens: Sequence[int | None]) -> list[Any]:
+    def decode_submit(self, slots: Sequence[int], tokens: Sequence[int | None],
+                      sampling: Sequence[SamplingParams] | None = None) -> list[Any]:  # fmt: skip
         """Computes the step now (as a GPU would, in stream order); a None row takes its slot's last output."""
         assert self.decode_ahead
         assert all(t is not None or s in self._last_out for s, t in zip(slots, tokens)), "nothing to chain from"
-        out = self._decode(slots, [self._last_out[s] if t is None else t for s, t in zip(slots, tokens)])
+        feed = [self._last_out[s] if t is None else t for s, t in zip(slots, tokens)]
+        out = self._decode(slots, feed, sampling)
         self._last_out.update(zip(slots, out))
         self.uncollected += 1
         return [out, False]

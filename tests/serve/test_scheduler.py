@@ -280,3 +280,24 @@ def test_steps_queued_ahead_drop_a_stopped_rows_token_and_run_no_row_past_max_to
     rows = sum(len(call) for call in engine.decode_calls)
     assert rows == sum(len(d.tokens) - 1 for d in done.values()) + (eos_in_decode if ahead else 0)
     assert engine.num_free_slots() == 3
+
+
+def test_sampled_and_greedy_requests_decode_together_and_equal_solo(ahead):
+    """Sampled rows go ahead too (only logprobs make a step synchronous); each reply is its solo one."""
+    from qtui.engine.sampling import SamplingParams
+
+    rng = random.Random(8)
+    sched, engine = make(max_slots=4, max_context=64)
+    reqs = {}
+    for i in range(4):
+        p = rand_prompt(rng, rng.randrange(1, 9))
+        sampling = SamplingParams(temperature=0.8, top_p=0.95, seed=i) if i % 2 else None
+        params = GenerateParams(max_tokens=10, ignore_eos=True, **({"sampling": sampling} if sampling else {}))
+        reqs[f"r{i}"] = (p, sampling)
+        sched.submit(f"r{i}", p, params)
+    done = dones(run_all(sched))
+    for rid, (p, sampling) in reqs.items():
+        assert done[rid].tokens == solo_reply(p, 10, eos=None, sampling=sampling)
+    rows = sum(len(call) for call in engine.decode_calls)
+    assert rows == 4 * 9  # each request 9 decode rows, none dropped (all stop at max_tokens)
+    assert bool(engine._last_out) == ahead  # (only decode_submit records a slot's last output)

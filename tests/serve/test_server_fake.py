@@ -366,10 +366,11 @@ async def test_a_sender_failure_that_is_not_the_socket_is_logged_and_closes_with
     assert not conn._frames
 
 
-async def test_sampled_requests_over_socket_equal_solo_and_report_their_seed():
+@pytest.mark.parametrize("ahead", [False, True], ids=["sync", "ahead"])
+async def test_sampled_requests_over_socket_equal_solo_and_report_their_seed(ahead):
     from qtui.engine.sampling import SamplingParams
 
-    async with fake_server(max_slots=8, max_context=128) as srv, await Client.connect(srv.url) as client:
+    async with fake_server(max_slots=8, max_context=128, ahead=ahead) as srv, await Client.connect(srv.url) as client:
         req = dict(tokens=[5, 6, 7], max_tokens=12, ignore_eos=True, temperature=0.8, top_p=0.95, seed=11)
         replies = await asyncio.gather(*await client.submit_many([req] * 6 + [{**req, "seed": 12}]))
         expected = solo_reply([5, 6, 7], 12, eos=None, sampling=SamplingParams(temperature=0.8, top_p=0.95, seed=11))

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from qtui.engine.cuda import driver as drv
+from qtui.engine.cuda.sampler import ROW_DTYPE
 
 RING = 4  # decode steps whose outputs later steps may chain from (and that may be in flight at once)
 
@@ -43,6 +44,7 @@ class DecodeRing:
         self.rows = rows
         self.staging = drv.PinnedArray((RING, 3, step_rows), np.int32)  # tokens | slots | positions, per entry
         self.out = drv.PinnedArray((RING, rows), np.int32)
+        self.params = drv.PinnedArray((RING, rows), ROW_DTYPE)  # the sampled rows' parameters, per entry
         self.chain = drv.DeviceBuffer(RING * rows * 4)  # int32 [RING][rows]: each entry's out_tokens
         self.events = [drv.Event(timing=False) for _ in range(RING)]
         self.busy: list[Submitted | None] = [None] * RING
@@ -98,4 +100,5 @@ class DecodeRing:
     def free(self) -> None:
         self.staging.free()
         self.out.free()
+        self.params.free()
         self.chain.free()

@@ -208,10 +208,12 @@ class CudaEngine(SlotBook):
                 logits.append(lg)
         return out, logits
 
-    def decode_submit(self, slots: Sequence[int], tokens: Sequence[int | None]) -> Submitted:
-        """Queue one greedy decode step of m <= max_rows distinct slots and return at once; `decode_collect` reads
-        its tokens. tokens[i] None: slot i's input is the token its previous decode step (submitted here, one of
-        the last RING) produced, copied on the device (ahead.py). The tokens are bitwise those of `decode`."""
+    def decode_submit(self, slots: Sequence[int], tokens: Sequence[int | None],
+                      sampling: Sequence[SamplingParams] | None = None) -> Submitted:  # fmt: skip
+        """Queue one decode step of m <= max_rows distinct slots and return at once; `decode_collect` reads its
+        tokens. tokens[i] None: slot i's input is the token its previous decode step (submitted here, one of the
+        last RING) produced, copied on the device (ahead.py). The tokens are bitwise those of `decode`, sampled rows
+        (no logprobs) included."""
         drv.primary_context()
         t0 = time.perf_counter()
         ring, m = self.ring, len(slots)
@@ -230,6 +232,8 @@ class CudaEngine(SlotBook):
         for row, addr, n in runs:  # the chained rows' inputs, over the placeholders
             drv.copy_on_device(self.acts.tokens() + 4 * row, addr, 4 * n, self.stream)
         self._run_step(m, "all", 1)
+        if sampling is not None and not all(p.is_greedy for p in sampling):
+            sampling_glue.after_decode_step(self, slots, sampling, ring.params.array[entry])
         drv.copy_on_device(int(ring.chain) + 4 * entry * ring.rows, int(self.acts.out_tokens), 4 * m, self.stream)
         self.acts.out_tokens.download(ring.out.array[entry, :m], self.stream)
         ring.events[entry].record(self.stream)

@@ -90,9 +90,11 @@ class Sampler:
             self._sites[key] = site(self.kt.fn("sampling", name), name, m, self.n_vocab, ptrs, bufs)
         return self._sites[key]
 
-    def stage(self, slots: Sequence[int], positions: Sequence[int], sampling: Sequence[SamplingParams]) -> None:
-        """Copy the rows' parameters to the device (stream-ordered, from pinned memory)."""
-        rows = self._params_host.array
+    def stage(self, slots: Sequence[int], positions: Sequence[int], sampling: Sequence[SamplingParams],
+              host: np.ndarray | None = None) -> None:  # fmt: skip
+        """Copy the rows' parameters to the device (stream-ordered, from pinned memory: `host`, [rows] ROW_DTYPE,
+        where the copy may run after this returns and the next stage comes, as for a step queued ahead)."""
+        rows = self._params_host.array if host is None else host
         for r, (slot, pos, p) in enumerate(zip(slots, positions, sampling)):
             rows[r] = (p.temperature, p.top_p, p.min_p, p.presence_penalty, p.frequency_penalty,
                        p.repetition_penalty, p.top_k, slot, pos, int(p.has_penalties), p.seed & 0xFFFFFFFF,
@@ -161,11 +163,13 @@ def site(fn: Any, name: str, m: int, n: int, ptrs: tuple[int, ...], bufs: dict[s
 # ---- engine glue: what CudaEngine's methods call (kept here so engine.py changes stay a few lines) --------
 
 
-def after_decode_step(eng: CudaEngine, slots: list[int], sampling: Sequence[SamplingParams]) -> None:
-    """After a decode step's graph: count the inputs, then sample every row into out_tokens."""
+def after_decode_step(eng: CudaEngine, slots: list[int], sampling: Sequence[SamplingParams],
+                      host: np.ndarray | None = None) -> None:  # fmt: skip
+    """After a decode step's graph (before the slots' lengths move on): count the inputs, then sample every row into
+    out_tokens. host: the pinned parameter rows to stage from (default: the sampler's own)."""
     s, m = eng.sampler, len(slots)
     positions = [int(eng._length[slot]) + 1 for slot in slots]  # the index of the token being sampled
-    s.stage(slots, positions, sampling)
+    s.stage(slots, positions, sampling, host)
     s.count(m, eng.acts.tokens(), eng.acts.slots(), s.output_counts)
     s.sample(m, eng.acts["logits"], int(eng.acts.out_tokens))
 

@@ -167,3 +167,20 @@ def test_simulated_step_left_uncollected_for_a_whole_ring_is_dropped(sim_driver,
         later = [engine.decode_collect(s)[0] for s in subs[1:]]
     engine.free_slot(slot)
     assert [first, *later] == solo[:1] + solo[2:]
+
+
+def test_simulated_sampled_steps_queued_ahead_pick_what_decode_picks(sim_driver, engine):
+    """Sampled rows queued ahead: each entry's parameters staged from its own pinned rows (the copy runs after
+    the next entry is written, with the simulator's work deferred); the picks are the synchronous ones."""
+    from qtui.engine.sampling import SamplingParams
+
+    from ..sampled_runs import run_sampled, run_sampled_ahead
+
+    rng = np.random.default_rng()
+    prompts = [rng.integers(0, engine.config.n_vocab, int(rng.integers(2, 12))).tolist() for _ in range(4)]
+    params = [SamplingParams(temperature=0.9, top_p=0.95, seed=int(rng.integers(0, 2**62))) for _ in range(3)]
+    params.append(SamplingParams(temperature=0.0))  # a greedy row among them
+    sync = run_sampled(engine, prompts, params, [0, 1, 2, 3], 6)
+    with sim_driver.deferred():
+        ahead = run_sampled_ahead(engine, prompts, params, [0, 1, 2, 3], 6)
+    assert ahead == sync

@@ -8,7 +8,7 @@ import pytest
 
 from qtui.engine.sampling import SamplingParams, choice_of, filter_mask, gumbel_noise, penalize, sample_row
 
-from ..sampled_runs import run_sampled
+from ..sampled_runs import run_sampled, run_sampled_ahead
 
 pytestmark = pytest.mark.gpu
 F32 = np.float32
@@ -161,4 +161,6 @@ def test_cuda_engine_sampled_batch_equals_solo(make_model):
     solo = {i: run([i])[i] for i in range(8)}
     assert run(list(range(8))) == solo and solo[7] == solo[0]
     assert run([5, 2, 7]) == {i: solo[i] for i in (5, 2, 7)}
+    # queued ahead (decode_submit / decode_collect, inputs chained on the device): the same picks
+    assert run_sampled_ahead(eng, prompts, params, list(range(8)), N_DECODE) == solo
     eng.close()
