@@ -29,3 +29,27 @@ def test_each_rung_shows_its_share_of_the_memory_floor():
     assert lines[head].split()[-2:] == ["%", "floor"]
     cells = {int(ln.split()[0]): ln.split()[-1] for ln in lines[head + 1 : head + 4]}
     assert cells == {1: "48.0%", 64: "13.0%", 4: "-"}
+
+
+def test_a_ladder_rung_queued_ahead_runs_and_reads_each_step_once():
+    """Against an engine that queues steps ahead, the rung submits `steps` timed steps after its warm-up, reads every
+    one (none left in flight), and the slots decode what the synchronous rung decodes."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from serve.fake_engine import FakeEngine
+
+    for sampled in (False, True):
+        tokens = {}
+        for ahead in (False, True):
+            eng = FakeEngine(max_slots=4, max_context=64, ahead=ahead)
+            eng.config = SimpleNamespace(n_vocab=eng.n_vocab)
+            outs, real = [], eng._decode  # every step's tokens, whichever path ran it
+            eng._decode = lambda *a, real=real, outs=outs: outs.append(real(*a)) or outs[-1]
+            row = bench.ladder_rung(eng, 3, 6, np.random.default_rng(1), sampled=sampled)
+            assert row["queued_ahead"] == ahead and row["c"] == 3
+            assert [len(c) for c in eng.decode_calls] == [3] * (bench.LADDER_WARMUP + 6)
+            assert eng.uncollected == 0 and eng.num_free_slots() == 4
+            tokens[ahead] = outs
+        assert tokens[True] == tokens[False] and len(set(map(tuple, tokens[True]))) > 1
