@@ -19,7 +19,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from qtui.engine.cuda import driver as drv
-from qtui.engine.cuda.sampler import ROW_DTYPE
 
 RING = 4  # decode steps whose outputs later steps may chain from (and that may be in flight at once)
 
@@ -39,12 +38,13 @@ class DecodeRing:
     """The pinned images, pinned outputs and device chain outputs of RING decode steps, and which step and row last
     decoded each slot (the source a `None` input chains from)."""
 
-    def __init__(self, rows: int, step_rows: int) -> None:
-        """rows: a decode step's most; step_rows: the step buffer's (Activations.rows, the images' width)."""
+    def __init__(self, rows: int, step_rows: int, params_dtype: np.dtype) -> None:
+        """rows: a decode step's most; step_rows: the step buffer's (Activations.rows, the images' width);
+        params_dtype: a sampled row's parameters (sampler.py ROW_DTYPE)."""
         self.rows = rows
         self.staging = drv.PinnedArray((RING, 3, step_rows), np.int32)  # tokens | slots | positions, per entry
         self.out = drv.PinnedArray((RING, rows), np.int32)
-        self.params = drv.PinnedArray((RING, rows), ROW_DTYPE)  # the sampled rows' parameters, per entry
+        self.params = drv.PinnedArray((RING, rows), params_dtype)  # the sampled rows' parameters, per entry
         self.chain = drv.DeviceBuffer(RING * rows * 4)  # int32 [RING][rows]: each entry's out_tokens
         self.events = [drv.Event(timing=False) for _ in range(RING)]
         self.busy: list[Submitted | None] = [None] * RING

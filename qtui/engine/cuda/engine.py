@@ -88,7 +88,8 @@ class CudaEngine(SlotBook):
             self.kernels, self.stream, cfg.n_vocab, max_slots, self.max_rows, max_context
         )
         self._plans: dict[tuple[int, Head, int], list[drv.Kernel]] = {}
-        self.ring = DecodeRing(self.max_rows, self.acts.rows)  # decode steps queued ahead of the host (ahead.py)
+        # decode steps queued ahead of the host (ahead.py)
+        self.ring = DecodeRing(self.max_rows, self.acts.rows, sampling_glue.ROW_DTYPE)
         self.decode_ahead = DECODE_AHEAD
         self.last_host_us = 0.0  # host time of the last decode call up to the sync (us)
         self.last_wall_us = 0.0  # wall time of the last decode call (us)
