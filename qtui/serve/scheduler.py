@@ -313,17 +313,24 @@ class Scheduler:
     def _read(self, step: _InFlight, out: list[ev.Event]) -> None:
         produced = cast(AheadEngine, self.engine).decode_collect(step.handle)
         ms = (time.perf_counter() - step.t0) * 1e3
-        t_step = self.clock()
-        m, pos = len(step.reqs), len(out)
-        kept = [(r, t) for r, t in zip(step.reqs, produced) if r.status is Status.DECODE]  # not stopped meanwhile
-        for req, tok in kept:
+        kept = [(r, t, None) for r, t in zip(step.reqs, produced) if r.status is Status.DECODE]  # not stopped since
+        if kept:
+            self._step_tokens(len(step.reqs), ms, kept, out, False)
+
+    def _step_tokens(self, m: int, ms: float, rows: Sequence[tuple[Request, int, Choice | None]], out: list[ev.Event],
+                     verify: bool) -> None:  # fmt: skip
+        """Accept one decode step's tokens (an engine call of m rows: `rows` its rows still decoding), then put its
+        Step before them."""
+        t_step = self.clock()  # one clock reading for the step's tokens: this loop runs per token
+        pos = len(out)
+        for req, tok, choice in rows:
             if req.max_m < m:
                 req.max_m = m
-            self._accept(req, tok, out, None, t_step)
-        if kept:
-            slots = [cast(int, r.slot) for r, _ in kept]
-            queue, active = len(self._waiting), len(self._running)
-            out.insert(pos, ev.Step(t_step, m, ms, slots, [t for _, t in kept], queue, active, False))
+            self._accept(req, tok, out, choice if req.params.sampling.logprobs is not None else None, t_step)
+        # the Step goes before its tokens; queue/active as they stand after the step's retirements
+        queue, active = len(self._waiting), len(self._running)
+        slots = [cast(int, r.slot) for r, _, _ in rows]
+        out.insert(pos, ev.Step(t_step, m, ms, slots, [t for _, t, _ in rows], queue, active, verify))
 
     def _decode_rows(self, reqs: list[Request], out: list[ev.Event], verify: bool) -> None:
         slots = cast(list[int], [r.slot for r in reqs])  # decoding requests hold a slot (no per-row check here)
@@ -331,18 +338,8 @@ class Scheduler:
         t0 = time.perf_counter()
         produced, choices = self._decode_call(reqs, slots, feed)
         ms = (time.perf_counter() - t0) * 1e3
-        t_step = self.clock()  # one clock reading for the step's tokens: this loop runs per token
         assert len(produced) == len(reqs)
-        m = len(reqs)
-        pos = len(out)
-        for req, tok, choice in zip(reqs, produced, choices):
-            if req.max_m < m:
-                req.max_m = m
-            self._accept(req, tok, out, choice if req.params.sampling.logprobs is not None else None, t_step)
-        # the Step goes before its tokens; queue/active as they stand after the step's retirements
-        queue, active = len(self._waiting), len(self._running)
-        step = ev.Step(t_step, len(reqs), ms, slots, list(produced), queue, active, verify)
-        out.insert(pos, step)
+        self._step_tokens(len(reqs), ms, list(zip(reqs, produced, choices)), out, verify)
 
     def _decode_call(
         self, reqs: list[Request], slots: list[int], feed: list[int]

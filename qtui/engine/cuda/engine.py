@@ -156,9 +156,14 @@ class CudaEngine(SlotBook):
                 k.launch(self.stream)
 
     def _stage(self, image: int, slots: Sequence[int], tokens: Sequence[int], pos: Sequence[int] | None = None) -> None:
-        """Fill step-buffer image `image`: row r is tokens[r] of slots[r] at pos[r] (default: the slot's length).
-        Rows past m stay 0: padded GEMV rows read token 0, and no per-row kernel runs them."""
-        st = self._staging.array[image]  # [3, rows] int32: tokens | slots | positions
+        """Fill step-buffer image `image` of the pinned staging (stage_image)."""
+        self._stage_image(self._staging.array[image], slots, tokens, pos)
+
+    def _stage_image(self, st: np.ndarray, slots: Sequence[int], tokens: Sequence[int],
+                     pos: Sequence[int] | None = None) -> None:  # fmt: skip
+        """Fill a step-buffer image st ([3, rows] int32: tokens | slots | positions): row r is tokens[r] of slots[r]
+        at pos[r] (default: the slot's length). Rows past m stay 0: padded GEMV rows read token 0, and no per-row
+        kernel runs them."""
         st[:] = 0
         m = len(slots)
         st[0, :m] = tokens
@@ -218,18 +223,12 @@ class CudaEngine(SlotBook):
         drv.primary_context()
         t0 = time.perf_counter()
         ring, m = self.ring, len(slots)
-        slots = [int(s) for s in slots]
-        assert 1 <= m <= self.max_rows and len(tokens) == m, f"decode_submit takes 1..{self.max_rows} rows"
-        self._check_decode(slots, [0 if t is None else t for t in tokens])
-        feed = list(tokens)
-        runs = ring.chain_runs(slots, feed)
+        assert m <= self.max_rows, f"decode_submit takes at most {self.max_rows} rows"
+        slots, ids = self._check_decode(slots, [0 if t is None else t for t in tokens])  # None: a placeholder 0
+        runs = ring.chain_runs(slots, list(tokens))
         entry = ring.take_entry()
-        st = ring.staging.array[entry]
-        st[:] = 0
-        st[0, :m] = [0 if t is None else int(t) for t in feed]
-        st[1, :m] = slots
-        st[2, :m] = self._length[slots]
-        self.acts.step.upload(st, self.stream)
+        self._stage_image(ring.staging.array[entry], slots, ids)
+        self.acts.step.upload(ring.staging.array[entry], self.stream)
         for row, addr, n in runs:  # the chained rows' inputs, over the placeholders
             drv.copy_on_device(self.acts.tokens() + 4 * row, addr, 4 * n, self.stream)
         self._run_step(m, "all", 1)
