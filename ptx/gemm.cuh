@@ -27,6 +27,18 @@
 #ifndef GEMM_MIN_BLOCKS
 #define GEMM_MIN_BLOCKS 1  // resident GEMM blocks per SM asked of ptxas (2: 128 registers, spills; PERF.md)
 #endif
+// Warpgroup 1 starts its first unit ~GEMM_WG_LAG x 64 ns after warpgroup 0. Started together on the same stage, the
+// two ran in step, so their unit ends (wgmma_wait<0>, the joins, the min FMAs, the cut bookkeeping and stores: ~240
+// of a q4_k unit's ~650 instructions a warp) came at once and left the tensor cores idle for both; a lag puts one's
+// end beside the other's MMAs. The shared x chunk (refilled once all 8 warps are done with a stage) keeps the lag
+// below a unit. Timing only: the same sums. H100, 4b m = 64 (PERF.md, session 17): 0 / 8 / 16 / 32 sleeps, q4_k
+// GEMMs 1118 / 1068 / 1123 / 1286 us a step; c = 64 +2.1 % with GEMM_EARLY_RELEASE.
+#ifndef GEMM_WG_LAG
+#define GEMM_WG_LAG 8
+#endif
+#ifndef GEMM_EARLY_RELEASE
+#define GEMM_EARLY_RELEASE 1  // a stage released before the unit end where nothing there reads it (gemm_body)
+#endif
 #ifndef GEMM_FOLD_INFLIGHT
 #define GEMM_FOLD_INFLIGHT 1  // slice pairs of a folded format's unit in flight beyond the newest (registers: 8 each)
 #endif
@@ -280,11 +292,41 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
         if (at.sb == 0) c = 0, lo = 0, hi = hi0;
         else if (at.sb == hi) c++, lo = hi, hi = wk.part_lo(c + 1);
     };
+    // this warp is done with stage du % S (its MMAs waited for, its weight words and sums read): it refills its own
+    // weight slot, and the last of the 8 warps to get here the x chunk (released[i] counts on: the next use's
+    // arrivals come only after that copy has landed). "Its": every lane's, hence the __syncwarp before lane 0 speaks
+    // for the warp (the lanes of a warp need not run in step: the host simulator, tests/engine/cuda/hostsim, ran
+    // them apart and caught lanes reading the slice sums of a stage lane 0 had already released).
+    const auto release = [&](int u, int du) {
+        if (u + S < u1) {
+            __syncwarp();
+            fill_w(u + S, fill);
+            if (lane == 0) {
+                __threadfence_block();  // release this warp's reads of the stage; acquire the others' below
+                if (atomicAdd(&released[du % S], 1) % MMA_WARPS == MMA_WARPS - 1) {  // the 8th of this use
+                    __threadfence_block();
+                    fence_proxy_async_shared();  // then the copy engine's writes
+#ifdef GEMM_PROBE_X_ONCE
+                    mbar_arrive(bars + 8 * (du % S));
+#else
+                    fill_x(u + S, fill);
+#endif
+                }
+            }
+        }
+    };
+    // A folded format whose unit end reads no stage (its min term by MMA, or none) releases the stage as soon as its
+    // MMAs are done, before the joins and FMAs of the unit end: the x chunk of the unit S ahead lands that much
+    // sooner, which is what lets the warpgroups run apart (GEMM_WG_LAG).
+    constexpr bool EARLY_RELEASE = GEMM_EARLY_RELEASE && F::FOLD && (!F::HAS_MIN || MIN_BY_MMA);
     for (int u = u0; u < u1; u++, step()) {
         const int du = u - u0, sb = at.sb, group = at.group, pass = at.pass;
         const uint64_t dx = gx_desc(stages + (du % S) * SB);  // the stage's x matrices: gx_desc_add
         mbar_wait(bars + 8 * (du % S), (du / S) & 1);
         if (du == 0) GEMM_MARK(2, 0);
+        if (du == 0)  // warpgroup 1 starts GEMM_WG_LAG sleeps late (the condition inside the loop: see `released`)
+            for (int i = 0; i < GEMM_WG_LAG; i++)
+                if (warp >= 4) __nanosleep(64);
         typename F::Raw raw;
         F::template load<FromShared>(mma_smem + (du % S) * SB + XB + warp * F::UNIT, lane, raw);
         typename F::Scales scales;
@@ -342,6 +384,7 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
                 wgmma_commit();
             }
             wgmma_wait<0>();
+            if constexpr (EARLY_RELEASE) release(u, du);
             float dg, d8;
             F::sb_scale(raw, scales, dg, d8);
             dg *= 1.0f / SPLIT_HI_SCALE, d8 *= 1.0f / SPLIT_HI_SCALE;
@@ -403,27 +446,7 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
             wgmma_wait<0>();
             scale_group(F::GROUPS - 1, P[(F::GROUPS - 1) & 1]);
         }
-        // this warp is done with the stage (its MMAs waited for, its weight words and sums read): it refills its own
-        // weight slot, and the last of the 8 warps to get here the x chunk (released[i] counts on: the next use's
-        // arrivals come only after that copy has landed). "Its": every lane's, hence the __syncwarp before lane 0
-        // speaks for the warp (the lanes of a warp need not run in step: the host simulator, tests/engine/cuda/
-        // hostsim, ran them apart and caught lanes reading the slice sums of a stage lane 0 had already released).
-        if (u + S < u1) {
-            __syncwarp();
-            fill_w(u + S, fill);
-            if (lane == 0) {
-                __threadfence_block();  // release this warp's reads of the stage; acquire the others' below
-                if (atomicAdd(&released[du % S], 1) % MMA_WARPS == MMA_WARPS - 1) {  // the 8th of this use
-                    __threadfence_block();
-                    fence_proxy_async_shared();  // then the copy engine's writes
-#ifdef GEMM_PROBE_X_ONCE
-                    mbar_arrive(bars + 8 * (du % S));
-#else
-                    fill_x(u + S, fill);
-#endif
-                }
-            }
-        }
+        if constexpr (!EARLY_RELEASE) release(u, du);
         fill.next(n_sb, groups);  // (past u1 unused)
         // acc = this super-block's sum: into its part's sum (run), then the part's sum into the group's (T)
         const int ug = u - sb;

@@ -52,6 +52,7 @@ inline int max(int a, int b) { return a > b ? a : b; }
 inline long long min(long long a, long long b) { return a < b ? a : b; }
 
 [[noreturn]] inline void __trap();  // block.h: ends the launch with an error
+inline void __nanosleep(unsigned) {}  // timing only (gemm.cuh GEMM_WG_LAG): nothing to model
 
 // ---- bits and 16-bit floats ----
 template <class To, class From>
