@@ -324,7 +324,11 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
         const uint64_t dx = gx_desc(stages + (du % S) * SB);  // the stage's x matrices: gx_desc_add
         mbar_wait(bars + 8 * (du % S), (du / S) & 1);
         if (du == 0) GEMM_MARK(2, 0);
+#ifdef GEMM_PROBE_LAG_MIN_UNITS  // (a probe: the lag only in blocks of at least this many units)
+        if (du == 0 && u1 - u0 >= GEMM_PROBE_LAG_MIN_UNITS)
+#else
         if (du == 0)  // warpgroup 1 starts GEMM_WG_LAG sleeps late (the condition inside the loop: see `released`)
+#endif
             for (int i = 0; i < GEMM_WG_LAG; i++)
                 if (warp >= 4) __nanosleep(64);
         typename F::Raw raw;

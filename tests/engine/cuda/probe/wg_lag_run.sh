@@ -1,0 +1,34 @@
+#!/bin/bash
+# The warpgroup lag (ptx/gemm.cuh GEMM_WG_LAG, GEMM_EARLY_RELEASE; ptx/PERF.md session 17) tuned and taken to the
+# H200, in one GPU call. Here:   bash tests/engine/cuda/probe/wg_lag_run.sh build
+# (the variant kernels into .ptxvar/, which travels with the tree); there:   bash tests/engine/cuda/probe/wg_lag_run.sh
+# Variants (q4_k and q6_k modules; the committed ptx/ is A = 8 sleeps with the early release):
+#   main    a3180b5's kernels (no lag, no early release): the H200's before/after
+#   er4 er6 4 and 6 sleeps             er8m4 er8m6  8 sleeps only in blocks of >= 4 / 6 units (GEMM_PROBE_LAG_MIN_UNITS)
+#   fi2     8 sleeps and two slice pairs in flight beyond the newest (GEMM_FOLD_INFLIGHT 2: the warpgroups apart now)
+#   dcopy   (H200 only) the delta rule's state stream without its arithmetic (DELTA_PROBE_COPY; wrong outputs)
+set -o pipefail
+if [ "$1" = build ]; then
+  build() {  # name, then nvcc defines
+    local name=$1; shift; rm -rf ".ptxvar/$name"; mkdir -p ".ptxvar/$name"
+    for t in q4_k q6_k; do
+      nvcc -ptx -arch=sm_90a -O3 -std=c++17 -I ptx "$@" "ptx/gemv_$t.cu" -o ".ptxvar/$name/gemv_$t.ptx" || exit 1
+    done
+  }
+  rm -rf .ptxvar/main; mkdir -p .ptxvar/main
+  for t in q4_k q6_k; do git show "a3180b5:ptx/gemv_$t.ptx" > ".ptxvar/main/gemv_$t.ptx" || exit 1; done
+  build er4 -DGEMM_WG_LAG=4; build er6 -DGEMM_WG_LAG=6
+  build er8m4 -DGEMM_PROBE_LAG_MIN_UNITS=4; build er8m6 -DGEMM_PROBE_LAG_MIN_UNITS=6
+  build fi2 -DGEMM_FOLD_INFLIGHT=2
+  rm -rf .ptxvar/dcopy; mkdir -p .ptxvar/dcopy
+  nvcc -ptx -arch=sm_90a -O3 -std=c++17 -I ptx -DDELTA_PROBE_COPY ptx/deltanet.cu -o .ptxvar/dcopy/deltanet.ptx || exit 1
+  exit 0
+fi
+source tests/engine/cuda/gpu_env.sh
+nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+V="main er4 er6 er8m4 er8m6 fi2"
+nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && V="$V dcopy"
+T_BENCH=90 timeout 420 bash tests/engine/cuda/ab_run.sh "$V" 4b "--ladder 1,16,64 --long-prompt 0 --steps 32" \
+  > "$OUT/wg-lag-ab.log" 2>&1
+rm -f "$OUT"/*.err
+grep -E "^[A-I] =|single|aggregate|prefill 512|m=64 step: (whole|mma|delta)" "$OUT/ab-4b.txt" | cut -c1-220
