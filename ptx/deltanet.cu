@@ -366,6 +366,10 @@ __device__ __forceinline__ void delta_body(const DeltaConv& cv, const float* __r
     };
     take(0);  // the first state in registers before the wait too (m = 1: one item per block)
     pdl_wait();
+#ifdef DELTA_PROBE_BLOCK_LAG  // timing only (the same outputs): odd blocks start LAG x 64 ns late (their streams apart)
+    for (int i = 0; i < DELTA_PROBE_BLOCK_LAG; i++)
+        if (blockIdx.x & 1) __nanosleep(64);
+#endif
     DeltaRow<DK> cur, nxt;
     load(0, row_of(blockIdx.x), cur);
     for (int k = 0; item_of(k) < items; k++) {

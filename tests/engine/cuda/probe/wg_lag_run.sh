@@ -7,6 +7,8 @@
 #   er4 er6 4 and 6 sleeps             er8m4 er8m6  8 sleeps only in blocks of >= 4 / 6 units (GEMM_PROBE_LAG_MIN_UNITS)
 #   fi2     8 sleeps and two slice pairs in flight beyond the newest (GEMM_FOLD_INFLIGHT 2: the warpgroups apart now)
 #   dcopy   (H200 only) the delta rule's state stream without its arithmetic (DELTA_PROBE_COPY; wrong outputs)
+#   dlag    (H200 only) the delta rule with its odd blocks 16 sleeps late (DELTA_PROBE_BLOCK_LAG: the 132 blocks'
+#           streams out of step; the same outputs)
 set -o pipefail
 if [ "$1" = build ]; then
   build() {  # name, then nvcc defines
@@ -22,12 +24,14 @@ if [ "$1" = build ]; then
   build fi2 -DGEMM_FOLD_INFLIGHT=2
   rm -rf .ptxvar/dcopy; mkdir -p .ptxvar/dcopy
   nvcc -ptx -arch=sm_90a -O3 -std=c++17 -I ptx -DDELTA_PROBE_COPY ptx/deltanet.cu -o .ptxvar/dcopy/deltanet.ptx || exit 1
+  rm -rf .ptxvar/dlag; mkdir -p .ptxvar/dlag
+  nvcc -ptx -arch=sm_90a -O3 -std=c++17 -I ptx -DDELTA_PROBE_BLOCK_LAG=16 ptx/deltanet.cu -o .ptxvar/dlag/deltanet.ptx || exit 1
   exit 0
 fi
 source tests/engine/cuda/gpu_env.sh
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 V="main er4 er6 er8m4 er8m6 fi2"
-nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && V="$V dcopy"
+nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && V="$V dcopy dlag"
 T_BENCH=90 timeout 420 bash tests/engine/cuda/ab_run.sh "$V" 4b "--ladder 1,16,64 --long-prompt 0 --steps 32" \
   > "$OUT/wg-lag-ab.log" 2>&1
 rm -f "$OUT"/*.err
