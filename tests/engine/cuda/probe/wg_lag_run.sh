@@ -32,7 +32,7 @@ source tests/engine/cuda/gpu_env.sh
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 V="main er4 er6 er8m4 er8m6 fi2"
 nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && V="$V dcopy dlag"
-T_BENCH=90 timeout 420 bash tests/engine/cuda/ab_run.sh "$V" 4b "--ladder 1,16,64 --long-prompt 0 --steps 32" \
+T_BENCH=90 timeout ${T_AB:-420} bash tests/engine/cuda/ab_run.sh "$V" 4b "--ladder 1,16,64 --long-prompt 0 --steps 32" \
   > "$OUT/wg-lag-ab.log" 2>&1
 rm -f "$OUT"/*.err
 grep -E "^[A-I] =|single|aggregate|prefill 512|m=64 step: (whole|mma|delta)" "$OUT/ab-4b.txt" | cut -c1-220
