@@ -243,7 +243,7 @@ def uses_gemm(m: int, groups: int, n_sb: int) -> bool:
 
 
 def gemm_blocks(
-    passes: int, groups: int, n_sb: int, parts: int, sms: int | None = None, scratch: int = SCRATCH_BYTES
+    passes: int, groups: int, n_sb: int, parts: int, sms: int | None = None, scratch: int | None = None
 ) -> int:
     """Blocks of a GEMM launch (ptx/gemm.cuh GemmWork: block b takes the b-th of equal contiguous shares of the
     passes x groups x super-blocks units). One block per tile group and pass (nothing cut: the tile group's sum
@@ -256,6 +256,7 @@ def gemm_blocks(
     blocks where the scratch of the cut parts would not fit. Speed only: no cut changes a sum.
     sms, scratch: the SMs and scratch bytes the launch has (a GEMM pair's share: KernelTable.projections)."""
     sms = GEMM_RESIDENT_BLOCKS if sms is None else sms
+    scratch = SCRATCH_BYTES if scratch is None else scratch
     whole = passes * groups
     units = whole * n_sb
     shared = -(-units // sms) + GEMM_CUT_UNITS
@@ -499,7 +500,7 @@ class KernelTable:
         nt = GEMM_TOKENS // 8 if gemm else mma_token_tiles(m)
         passes = -(-m // (8 * nt))
         if gemm:
-            at = (share.sms, share.scratch_bytes) if share else (GEMM_RESIDENT_BLOCKS, SCRATCH_BYTES)
+            at = (share.sms, share.scratch_bytes) if share else (None, None)
             blocks = gemm_blocks(passes, groups, x.n // 256, parts, *at)
             assert parts + x.n // 256 <= GEMM_FOLD_MAX_SLABS, (parts, x.n)  # a cut group's slabs (gemm_fold_body)
         else:
