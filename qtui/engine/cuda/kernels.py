@@ -478,6 +478,7 @@ class KernelTable:
         pair = (
             GEMM_PAIRS
             and len(launches) == 2
+            and m <= GEMM_TOKENS  # (one pass: a 512-token prefill ran 4 % slower paired, H100)
             and bool(x.gx)
             and all(q in MMA_TYPES and uses_gemm(m, groups(outs), x.n // 256) for q, _, outs in launches)
         )

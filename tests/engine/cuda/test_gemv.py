@@ -177,7 +177,7 @@ def test_every_row_count_is_bitwise_the_single_row(gpu, qtype, n_out, n_in, k_sp
         stage, k, *_ = _gemv(gpu, qtype, w, x_all, y, n_out, 256)  # (and a fold launch where groups are cut)
         assert stage.name == "gemm_stage_x" and k.name == f"mma_gemm_{qtype}" and ROW_COUNTS[-1] == 256
         assert parts == {"two": 2, "none": 1}[k_split] if k_split in ("two", "none") else parts > 1  # as it says
-        assert int(k.cells[-2][0]) == parts
+        assert int(k.cells[-3][0]) == parts
         assert k.grid[0] == kernels.gemm_blocks(4, groups, n_in // 256, parts)
 
 
@@ -232,8 +232,9 @@ def test_projection_pair_bitwise_equal_one_after_the_other(gpu, first, monkeypat
                 launches = [(q, int(mats[q]), [(int(y), n) for y, n in zip(outs[q], sizes[q])]) for q in sizes]
                 ks = gpu.kt.projections(x=staged, launches=launches, m=m)
                 gemms = [k for k in ks if k.name.startswith("mma_gemm")]
-                assert [int(k.cells[-1][0]) for k in gemms] == ([1, 2] if pairs else [0, 0]), [k.name for k in ks]
-                if pairs:  # the two GEMMs first (shared out: on at most the SMs there are), then the folds
+                paired = pairs and m <= kernels.GEMM_TOKENS  # (one pass: KernelTable.projections)
+                assert [int(k.cells[-1][0]) for k in gemms] == ([1, 2] if paired else [0, 0]), [k.name for k in ks]
+                if paired:  # the two GEMMs first (shared out: on at most the SMs there are), then the folds
                     assert ks[:2] == gemms and (cut > 0 or sum(k.grid[0] for k in gemms) <= blocks)
                     assert int(gemms[0].cells[-2][0]) != int(gemms[1].cells[-2][0])  # their own scratch
                 with gpu.blocks_in_reverse() if blocks == 3 else nullcontext():
