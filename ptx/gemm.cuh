@@ -220,13 +220,21 @@ __device__ __forceinline__ int gemm_mat_of(int warp) {
 // the stages, GEMM_XCH_AT).
 // scratch (GemmScratch): [blocks][longest part] super-block sums, [blocks][parts] part sums (each cut part or group
 // is filed under the block holding its first unit: at most one of each starts in a block and runs past it).
+// pair: GEMM_ALONE, or one of two GEMMs over the same staged x launched one after the other (kernels.py
+// KernelTable.projections: a layer's projections of two weight types) to run side by side, each on its share of the
+// SMs. The first lets the second launch only once its own pdl_wait has returned, i.e. once x is complete, so the
+// second reads x without waiting for the first; the second waits for the first at its end, so that a launch
+// waiting for the second (the folds after the pair) finds both done.
+#define GEMM_ALONE 0
+#define GEMM_PAIR_FIRST 1
+#define GEMM_PAIR_SECOND 2
 template <class F, int R, int NJ, class Store>
 __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const uint8_t* gx, const MmaShape& sh,
-                                          float* scratch, const Store& store) {
+                                          float* scratch, const Store& store, int pair = GEMM_ALONE) {
     constexpr bool MIN_BY_MMA = F::MIN_MMA && MMA_MIN_MMA;
     constexpr int S = GEMM_STAGES, SB = GemmStage<F>::BYTES, XB = GemmStage<F>::X_BYTES, TPB = MMA_WARPS / R;
     DYNAMIC_SMEM(mma_smem);
-    pdl_launch_dependents();
+    if (pair != GEMM_PAIR_FIRST) pdl_launch_dependents();
     GEMM_MARK(0, 0);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = lane & 3;
     const int tile_in_group = gemm_tile_of<R>(warp), mat = gemm_mat_of<R>(warp);
@@ -270,7 +278,8 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
     const UnitPos first(u0, n_sb, groups);
     UnitPos fill = first;  // the next unit to fill
     for (int u = u0; u < u0 + S && u < u1; u++, fill.next(n_sb, groups)) fill_w(u, fill);
-    pdl_wait();
+    if (pair != GEMM_PAIR_SECOND) pdl_wait();
+    if (pair == GEMM_PAIR_FIRST) pdl_launch_dependents();  // (x is complete: the second may read it)
     GEMM_MARK(1, 0);
     {
         UnitPos at = first;
@@ -481,6 +490,7 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
     GEMM_MARK(3, 0);
     GEMM_MARK(6, u1 - u0);
     GEMM_WARP_DONE();
+    if (pair == GEMM_PAIR_SECOND) pdl_wait();  // done only after the first
 }
 
 // The GEMM's activations: split rows [m][n_in] -> the staged chunks of gemm.cuh's layout. Grid (pass,
@@ -733,10 +743,11 @@ __device__ __forceinline__ void gemm_fold_body(const MmaShape& sh, int blocks, c
 #define GEMM_KERNELS_NJ(FMT, NAME, NJ, SUFFIX)                                                                \
     extern "C" __global__ void __launch_bounds__(MMA_THREADS, GEMM_MIN_BLOCKS) mma_gemm_##NAME##SUFFIX(       \
         const uint8_t* W, const uint8_t* gx, const float* res, float* y0, int n0, float* y1, int n1, float* y2, \
-        int n2, float* y3, int n3, int n_in, int m, int n_tiles, int parts, float* scratch) {                 \
+        int n2, float* y3, int n3, int n_in, int m, int n_tiles, int parts, float* scratch, int pair) {       \
         const MmaShape sh{n_in, m, n_tiles, 1, parts};                                                        \
         const uint8_t* Ws[1] = {W};                                                                           \
-        gemm_body<FMT, 1, NJ>(Ws, gx, sh, scratch, GemmGemvStore{{{y0, y1, y2, y3}, {n0, n1, n2, n3}, res}, sh}); \
+        gemm_body<FMT, 1, NJ>(Ws, gx, sh, scratch, GemmGemvStore{{{y0, y1, y2, y3}, {n0, n1, n2, n3}, res}, sh}, \
+                              pair);                                                                          \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(MMA_THREADS, GEMM_MIN_BLOCKS) mma_gemm_swiglu_##NAME##SUFFIX( \
         const uint8_t* Wg, const uint8_t* Wu, const uint8_t* gx, uint4* act, float* act_sum, int n_ff, int n_in, \

@@ -133,6 +133,12 @@ GEMM_RESIDENT_BLOCKS = int(os.environ.get("QTUI_GEMM_RESIDENT_BLOCKS", "132"))
 # -1.9 %, a 256-token prefill chunk -2.8 %; 6: -1.5 %; 2 in session 11: c = 64 -1 %, cutting attention's q + k + v
 # and the LM head too)
 GEMM_CUT_UNITS = int(os.environ.get("QTUI_GEMM_CUT_UNITS", "4"))
+# A layer's projections of two weight types (the 4b's Q6_K qkv beside its Q4_K z + b + a) as two GEMMs side by side,
+# each on its share of the SMs (ptx/gemm.cuh GEMM_PAIR_*), where they ran one after the other; 0: off (A/B)
+GEMM_PAIRS = os.environ.get("QTUI_GEMM_PAIRS", "1") != "0"
+# A GEMM unit's time by type, relative (probe/gemm_trace.py, 4b, m = 64, H100: q4_k 2.07 us, q6_k 2.65): a pair's
+# SMs are shared in proportion to its GEMMs' units times these
+GEMM_UNIT_COST = {"q6_k": 1.28}
 GEMM_X_BYTES = 32 << 20  # the staged activations of one GEMM (256 rows x K 16384 fit)
 GEMM_FOLD_MAX_SLABS = 256  # ptx/gemm.cuh GEMM_FOLD_MAX_SLABS: a cut tile group's slabs (K parts + super-blocks)
 GEMM_FOLD_SWIGLU_SPLIT = 2  # ptx/gemm.cuh: the 64-token SwiGLU fold's blocks per tile group (halves of its tokens)
@@ -236,7 +242,9 @@ def uses_gemm(m: int, groups: int, n_sb: int) -> bool:
     return m >= GEMM_MIN_ROWS and (m > GEMM_SMALL_GEMV_ROWS or big)
 
 
-def gemm_blocks(passes: int, groups: int, n_sb: int, parts: int) -> int:
+def gemm_blocks(
+    passes: int, groups: int, n_sb: int, parts: int, sms: int | None = None, scratch: int | None = None
+) -> int:
     """Blocks of a GEMM launch (ptx/gemm.cuh GemmWork: block b takes the b-th of equal contiguous shares of the
     passes x groups x super-blocks units). One block per tile group and pass (nothing cut: the tile group's sum
     stays in one block), unless one block per SM with the units shared out evenly is faster by the cost model:
@@ -245,14 +253,17 @@ def gemm_blocks(passes: int, groups: int, n_sb: int, parts: int) -> int:
     out, before the fold launch): ffn down (20 groups x 36 super-blocks) 92 / 43, ssm out (20 x 16) 44 / 26 (the
     GEMV: 52), gate + up (144 x 10) 66 / 59, qkv (97 x 10) 29 / 44. With the fold launch (H100, session 14) the
     4b's small projections gain too: z + b + a beside a Q6_K qkv (33 groups on 132 SMs) and that qkv (64). Fewer
-    blocks where the scratch of the cut parts would not fit. Speed only: no cut changes a sum."""
+    blocks where the scratch of the cut parts would not fit. Speed only: no cut changes a sum.
+    sms, scratch: the SMs and scratch bytes the launch has (a GEMM pair's share: KernelTable.projections)."""
+    sms = GEMM_RESIDENT_BLOCKS if sms is None else sms
+    scratch = SCRATCH_BYTES if scratch is None else scratch
     whole = passes * groups
     units = whole * n_sb
-    shared = -(-units // GEMM_RESIDENT_BLOCKS) + GEMM_CUT_UNITS
-    if -(-whole // GEMM_RESIDENT_BLOCKS) * n_sb <= shared:
+    shared = -(-units // sms) + GEMM_CUT_UNITS
+    if -(-whole // sms) * n_sb <= shared:
         return whole
-    fit = SCRATCH_BYTES // (4 * gemm_scratch_floats(n_sb, parts))
-    return max(1, min(GEMM_RESIDENT_BLOCKS, units, fit))
+    fit = scratch // (4 * gemm_scratch_floats(n_sb, parts))
+    return max(1, min(sms, units, fit))
 
 
 def gx_bytes(m: int, n: int) -> int:
@@ -316,6 +327,20 @@ def qtype_name(qtype: Any) -> str:
 
 def row_bytes(qtype: str, n_in: int) -> int:
     return n_in // 256 * UNIT_BYTES[qtype]
+
+
+GEMM_ALONE, GEMM_PAIR_FIRST, GEMM_PAIR_SECOND = 0, 1, 2  # ptx/gemm.cuh: a GEMM's place in a pair
+
+
+@dataclass(frozen=True, slots=True)
+class _Share:
+    """A GEMM pair member's part of the GPU (KernelTable.projections): its SMs, its scratch (byte offset, bytes),
+    its place (GEMM_PAIR_FIRST / SECOND)."""
+
+    sms: int
+    scratch_at: int
+    scratch_bytes: int
+    pair: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -412,30 +437,72 @@ class KernelTable:
         """y_i[m][n_i] = x[m] @ W_i^T for up to 4 matrices (w, n_i) sharing x, stored back to back in one tiled
         buffer (each matrix starts on a tile); y_0 += res when res is given. One launch, or up to three for the GEMM
         (uses_gemm: x staged first)."""
-        n_in = x.n
-        assert n_in % 256 == 0 and 1 <= len(outputs) <= 4 and m >= 1, (n_in, outputs, m)
-        outs = list(outputs) + [(0, 0)] * (4 - len(outputs))
+        assert x.n % 256 == 0 and 1 <= len(outputs) <= 4 and m >= 1, (x.n, outputs, m)
         if qtype not in MMA_TYPES:
             return [self._fma_gemv(qtype, w, x, outputs, m, res)]
+        return self._tiled_gemv(qtype, w, x, outputs, m, res)
+
+    def _tiled_gemv(
+        self,
+        qtype: str,
+        w: int,
+        x: Split,
+        outputs: list[tuple[int, int]],
+        m: int,
+        res: int,
+        share: _Share | None = None,
+    ) -> list[Kernel]:
+        """gemv's tensor-core launches; share: a GEMM pair member's SMs, scratch and place (projections)."""
+        n_in, outs = x.n, list(outputs) + [(0, 0)] * (4 - len(outputs))
         tiles = sum(n_tiles(n) for _, n in outputs)
         groups = mma_groups(tiles)
-        plan = self._mma_plan(m, groups, mma_blocks_per_group(groups, n_in // 256, MMA_GEMV_TARGET_BLOCKS), x)
+        plan = self._mma_plan(m, groups, mma_blocks_per_group(groups, n_in // 256, MMA_GEMV_TARGET_BLOCKS), x, share)
         args: list[KernelArg] = [(w, P), *plan.x_args, (res, P)]
         for y, n in outs:
             args += [(y, P), (n, I32)]
-        args += [(n_in, I32), (m, I32), (tiles, I32), *plan.blocks_arg, (plan.parts, I32), (self.scratch, P)]
+        scratch = self.scratch + (share.scratch_at if share else 0)
+        args += [(n_in, I32), (m, I32), (tiles, I32), *plan.blocks_arg, (plan.parts, I32), (scratch, P)]
         if not plan.gemm:  # (the GEMM's cut groups meet in its fold launch, the GEMV's in arrival counts)
             args.append((self.counters, P))
-        return self._mma_sites(plan, qtype, "", args, x)
+        return self._mma_sites(plan, qtype, "", args, x, share.pair if share else GEMM_ALONE)
 
-    def _mma_plan(self, m: int, groups: int, parts: int, x: Split) -> _MmaPlan:
+    def projections(self, *, x: Split, launches: list[tuple[str, int, list[tuple[int, int]]]], m: int) -> list[Kernel]:
+        """A layer's projections of x, one launch per weight type: (qtype, tiled weights, outputs as gemv's). Two
+        that both run as the GEMM on x staged by its producer run side by side (GEMM_PAIRS): the two GEMMs, each
+        on a share of the SMs in proportion to its units' cost and on its own half of the scratch, then their
+        folds (ptx/gemm.cuh GEMM_PAIR_FIRST / SECOND). The same sums as one after the other."""
+
+        def groups(outputs: list[tuple[int, int]]) -> int:
+            return mma_groups(sum(n_tiles(n) for _, n in outputs))
+
+        pair = (
+            GEMM_PAIRS
+            and len(launches) == 2
+            and m <= GEMM_TOKENS  # (one pass: a 512-token prefill ran 4 % slower paired, H100)
+            and bool(x.gx)
+            and all(q in MMA_TYPES and uses_gemm(m, groups(outs), x.n // 256) for q, _, outs in launches)
+        )
+        if not pair:
+            return [k for q, w, outs in launches for k in self.gemv(qtype=q, w=w, x=x, outputs=outs, m=m)]
+        cost = [groups(outs) * GEMM_UNIT_COST.get(q, 1.0) for q, _, outs in launches]
+        sms = min(GEMM_RESIDENT_BLOCKS - 1, max(1, round(GEMM_RESIDENT_BLOCKS * cost[0] / sum(cost))))
+        half = SCRATCH_BYTES // 2
+        shares = (
+            _Share(sms, 0, half, GEMM_PAIR_FIRST),
+            _Share(GEMM_RESIDENT_BLOCKS - sms, half, half, GEMM_PAIR_SECOND),
+        )
+        (g1, *f1), (g2, *f2) = (self._tiled_gemv(q, w, x, outs, m, 0, sh) for (q, w, outs), sh in zip(launches, shares))
+        return [g1, g2, *f1, *f2]
+
+    def _mma_plan(self, m: int, groups: int, parts: int, x: Split, share: _Share | None = None) -> _MmaPlan:
         """How a tensor-core launch of m rows over `groups` tile groups and `parts` K parts runs: the 64-token GEMM
         (uses_gemm; x read from the staged buffer), else the GEMV's NT-token passes."""
         gemm = uses_gemm(m, groups, x.n // 256)
         nt = GEMM_TOKENS // 8 if gemm else mma_token_tiles(m)
         passes = -(-m // (8 * nt))
         if gemm:
-            blocks = gemm_blocks(passes, groups, x.n // 256, parts)
+            at = (share.sms, share.scratch_bytes) if share else (None, None)
+            blocks = gemm_blocks(passes, groups, x.n // 256, parts, *at)
             assert parts + x.n // 256 <= GEMM_FOLD_MAX_SLABS, (parts, x.n)  # a cut group's slabs (gemm_fold_body)
         else:
             blocks = mma_launch_blocks(nt, parts, groups, passes)
@@ -443,11 +510,13 @@ class KernelTable:
         x_args: list[KernelArg] = [(x.gx or self.gemm_x, P)] if gemm else [(x.xs, P), (x.xsum, P)]
         return _MmaPlan(gemm, nt, passes, groups, parts, blocks, x_args, m)
 
-    def _mma_sites(self, plan: _MmaPlan, qtype: str, kind: str, args: list[KernelArg], x: Split) -> list[Kernel]:
+    def _mma_sites(
+        self, plan: _MmaPlan, qtype: str, kind: str, args: list[KernelArg], x: Split, pair: int = 0
+    ) -> list[Kernel]:
         """The launches of a plan of `kind` ("" or "swiglu_"): the GEMM (its 32-token form up to GEMM_NARROW_ROWS
-        rows), gemm_stage_x before it where x's producer did not stage x, and its fold launch after it where its
-        units are shared out with tile groups cut (gemm_fold: the fold's arguments are the GEMM's after x); or the
-        GEMV."""
+        rows; the one-matrix GEMM with its `pair` place last), gemm_stage_x before it where x's producer did not
+        stage x, and its fold launch after it where its units are shared out with tile groups cut (gemm_fold: the
+        fold's arguments are the GEMM's after x); or the GEMV."""
         if not plan.gemm:
             grid = (plan.groups * plan.blocks, plan.passes, 1)
             cluster = mma_cluster(plan.blocks, grid[0] * plan.passes, plan.nt)
@@ -460,7 +529,7 @@ class KernelTable:
             f"mma_gemm_{kind}{qtype}{n32}",
             (plan.blocks, 1, 1),
             MMA_THREADS,
-            args,
+            args if kind else [*args, (pair, I32)],
             shmem=gemm_smem_bytes(qtype),
         )
         sites = [gemm] if x.gx else [self.gemm_stage(x=x, m=plan.m), gemm]  # x.gx: staged by its producer

@@ -147,12 +147,13 @@ def build_step(
 
 
 def _projections(kt: KernelTable, W: DeviceWeights, A: Activations, m: int, layer: int, first: str) -> list[Kernel]:
-    """The layer's projections of the normalized input, one launch per weight type."""
-    ks: list[Kernel] = []
-    for g in W.group(layer, first):
-        outputs = [(A[PROJECTION_OUT[n.split(".")[2]]], W.matrices[n].n_out) for n in g.members]
-        ks += kt.gemv(qtype=g.qtype, w=g.ptr, x=kt.staged(A.split("xn"), m), outputs=outputs, m=m)
-    return ks
+    """The layer's projections of the normalized input, one launch per weight type (two side by side as the GEMM:
+    KernelTable.projections)."""
+    launches = [
+        (g.qtype, g.ptr, [(A[PROJECTION_OUT[n.split(".")[2]]], W.matrices[n].n_out) for n in g.members])
+        for g in W.group(layer, first)
+    ]
+    return kt.projections(x=kt.staged(A.split("xn"), m), launches=launches, m=m)
 
 
 def _gdn(

@@ -131,6 +131,12 @@ def every_site() -> list:
             for m in (20, 64):  # the 32-token form, the 64-token one
                 sites += kt.gemv(qtype=qtype, w=1, x=wide, outputs=[(2, 4096)], m=m, res=3)
                 sites += kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=ffn, act=Split(3, 4, 9216), m=m)
+            if qtype != "q4_k":  # a layer's projections of two types side by side (GEMM_PAIR_FIRST / SECOND)
+                staged = Split(5, 6, 2560, 7)
+                two = [(qtype, 1, [(2, 8192)]), ("q4_k", 2, [(3, 4096), (4, 32), (5, 32)])]
+                pair = [k for m in (20, 64) for k in kt.projections(x=staged, launches=two, m=m)]
+                assert [int(k.cells[-1][0]) for k in pair if k.name.startswith("mma_gemm")] == [1, 2] * 2
+                sites += pair
         sites.append(kt.embed(qtype=qtype, m=2, table=1, tokens=2, out=3, n_embd=512))
         if qtype in K.MMA_TYPES:
             sites.append(kt.repack(qtype=qtype, raw=1, out=2, n_out=16, n_in=256))

@@ -100,7 +100,8 @@ def test_simulated_prefill_through_gemms_staged_by_their_producers(sim_driver, m
     """Prefill chunks of 20 rows through the GEMM (forced here: GEMM_DECODE_MIN_UNITS 0), which reads x as its
     producer staged it (rmsnorm, the delta rule, attn_combine, the SwiGLU GEMM's epilogue): no gemm_stage_x at
     all, and bitwise the tokens fed one by one (m = 1: the GEMVs on the split rows). On 3 GEMM blocks every GEMM's
-    units are shared out and its cut tile groups settled by fold launches, the SwiGLU's staging act too."""
+    units are shared out and its cut tile groups settled by fold launches, the SwiGLU's staging act too. The layers
+    with projections of two types run them as GEMM pairs (KernelTable.projections)."""
     from qtui.engine.cuda import kernels
     from qtui.engine.cuda.engine import CudaEngine
     from qtui.model.gguf_file import GGUFModel
@@ -113,10 +114,13 @@ def test_simulated_prefill_through_gemms_staged_by_their_producers(sim_driver, m
     folds: list[str] = []
     sites = kernels.KernelTable._mma_sites
 
-    def spy(self, plan, qtype, kind, args, x):
-        built = sites(self, plan, qtype, kind, args, x)
+    paired: list[int] = []  # the pair place of each one-matrix GEMM (the tiny q4_k_m's Q6_K qkv or v beside Q4_K)
+
+    def spy(self, plan, qtype, kind, args, x, pair=0):
+        built = sites(self, plan, qtype, kind, args, x, pair)
         if plan.gemm:
             gemms.append((plan.m, bool(x.gx)))
+            paired.append(pair)
             folds.extend(k.name for k in built if k.name.startswith("gemm_fold"))
         return built
 
@@ -133,6 +137,7 @@ def test_simulated_prefill_through_gemms_staged_by_their_producers(sim_driver, m
     assert np.isfinite(chunked).all() and np.array_equal(chunked.view(np.uint32), fed.view(np.uint32))
     assert bool(folds) == bool(gemm_blocks) and (not folds or {"gemm_fold_n32", "gemm_fold_swiglu_n32"} <= set(folds))
     assert gemms and all(staged for _, staged in gemms), gemms  # every GEMM of the 20-row chunks read x as staged
+    assert paired.count(kernels.GEMM_PAIR_FIRST) == paired.count(kernels.GEMM_PAIR_SECOND) > 0  # pairs ran too
 
 
 @pytest.mark.parametrize("prefill", [False, True])

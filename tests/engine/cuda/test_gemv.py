@@ -177,7 +177,7 @@ def test_every_row_count_is_bitwise_the_single_row(gpu, qtype, n_out, n_in, k_sp
         stage, k, *_ = _gemv(gpu, qtype, w, x_all, y, n_out, 256)  # (and a fold launch where groups are cut)
         assert stage.name == "gemm_stage_x" and k.name == f"mma_gemm_{qtype}" and ROW_COUNTS[-1] == 256
         assert parts == {"two": 2, "none": 1}[k_split] if k_split in ("two", "none") else parts > 1  # as it says
-        assert int(k.cells[-2][0]) == parts
+        assert int(k.cells[-3][0]) == parts
         assert k.grid[0] == kernels.gemm_blocks(4, groups, n_in // 256, parts)
 
 
@@ -201,6 +201,47 @@ def test_segments_bitwise_equal_separate_gemvs(gpu, qtype):
         gpu.run(_gemv(gpu, qtype, gpu.put_weight(qtype, raw, n, n_in), x, alone, n, m))
         a, b = gpu.get(y, (16, n))[:m], gpu.get(alone, (16, n))[:m]
         assert np.isfinite(a).all() and np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+@pytest.mark.parametrize("first", ["q6_k", "q5_k"])
+def test_projection_pair_bitwise_equal_one_after_the_other(gpu, first, monkeypatch):
+    """A layer's projections of two weight types (the 4b's Q6_K qkv beside its Q4_K z + b + a) run as two GEMMs side
+    by side, each on its share of the SMs and its half of the scratch (KernelTable.projections), give the bits of the
+    two launched one after the other (QTUI_GEMM_PAIRS=0), at 17..64 rows and over two passes, with the units shared
+    out (cut tile groups: both folds after both GEMMs, each reading its own slabs) or whole, blocks in reverse too."""
+    monkeypatch.setattr(kernels, "GEMM_DECODE_MIN_UNITS", 0)
+    rng = np.random.default_rng()
+    n_in = 1024
+    sizes = {first: (96,), "q4_k": (48, 16, 16)}
+    mats = {}
+    for q, ns in sizes.items():
+        raws = [random_weight(q, n, n_in, rng)[0] for n in ns]
+        mats[q] = gpu.put(np.concatenate([repack.repack(q, r, n, n_in) for r, n in zip(raws, ns)]))
+    top = 70
+    x = rng.standard_normal((top, n_in), dtype=np.float32) * rng.uniform(0.1, 10, (top, 1)).astype(np.float32)
+    xs = gpu.put_split(x)
+    staged = kernels.Split(xs.xs, xs.xsum, n_in, gpu.kt.gemm_x)  # as its producer would stage it
+    for m in (17, 33, 64, 70):
+        for blocks, cut in ((kernels.GEMM_RESIDENT_BLOCKS, 10), (7, -(10**6)), (3, -(10**6))):
+            monkeypatch.setattr(kernels, "GEMM_RESIDENT_BLOCKS", blocks)
+            monkeypatch.setattr(kernels, "GEMM_CUT_UNITS", cut)
+            got = {}
+            for pairs in (False, True):
+                monkeypatch.setattr(kernels, "GEMM_PAIRS", pairs)
+                outs = {q: [gpu.poisoned((-(-m // 16) * 16, n)) for n in ns] for q, ns in sizes.items()}
+                launches = [(q, int(mats[q]), [(int(y), n) for y, n in zip(outs[q], sizes[q])]) for q in sizes]
+                ks = gpu.kt.projections(x=staged, launches=launches, m=m)
+                gemms = [k for k in ks if k.name.startswith("mma_gemm")]
+                paired = pairs and m <= kernels.GEMM_TOKENS  # (one pass: KernelTable.projections)
+                assert [int(k.cells[-1][0]) for k in gemms] == ([1, 2] if paired else [0, 0]), [k.name for k in ks]
+                if paired:  # the two GEMMs first (shared out: on at most the SMs there are), then the folds
+                    assert ks[:2] == gemms and (cut > 0 or sum(k.grid[0] for k in gemms) <= blocks)
+                    assert int(gemms[0].cells[-2][0]) != int(gemms[1].cells[-2][0])  # their own scratch
+                with gpu.blocks_in_reverse() if blocks == 3 else nullcontext():
+                    gpu.run(gpu.kt.gemm_stage(x=xs, m=m), *ks)
+                got[pairs] = [gpu.get(y, (-(-m // 16) * 16, n))[:m] for q in sizes for y, n in zip(outs[q], sizes[q])]
+            for a, b in zip(got[False], got[True]):
+                assert np.isfinite(a).all() and np.array_equal(a.view(np.uint32), b.view(np.uint32)), (m, blocks)
 
 
 @pytest.mark.parametrize("m,blocks", [(4, None), (70, 3)])

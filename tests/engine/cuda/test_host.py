@@ -202,9 +202,10 @@ def test_gemv_sites_choose_kernels_by_type_and_rows(monkeypatch):
             assert stage.name == "gemm_stage_x" and stage.grid == (passes, 36, 5) and stage.pdl
             assert k.name == f"mma_gemm_{qtype}{n32}" and k.grid == (132, 1, 1)
             assert k.block == 256 and k.pdl
-            assert k.shmem == kernels.gemm_smem_bytes(qtype) <= 227 << 10 and int(k.cells[-2][0]) == parts
+            assert k.shmem == kernels.gemm_smem_bytes(qtype) <= 227 << 10 and int(k.cells[-3][0]) == parts
+            assert int(k.cells[-1][0]) == kernels.GEMM_ALONE  # (not one of a pair)
             assert fold.name == f"gemm_fold{n32}" and fold.grid == (20 * passes, 4 if n32 else 8, 1) and fold.pdl
-            assert [int(c[0]) for c in fold.cells] == [132, *(int(c[0]) for c in k.cells[2:])]
+            assert [int(c[0]) for c in fold.cells] == [132, *(int(c[0]) for c in k.cells[2:-1])]  # (no pair place)
         (k,) = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=3)
         assert k.name == f"mma_swiglu_{qtype}_n1" and k.grid == (144 * mma_blocks_per_group(144, 10), 1, 1)
         stage, k, fold = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=64)
