@@ -3,7 +3,8 @@
 # H200, in one GPU call. Here:   bash tests/engine/cuda/probe/wg_lag_run.sh build
 # (the variant kernels into .ptxvar/, which travels with the tree); there:   bash tests/engine/cuda/probe/wg_lag_run.sh
 # Variants (q4_k and q6_k modules; the committed ptx/ is A = 8 sleeps with the early release):
-#   main    a3180b5's kernels (no lag, no early release): the H200's before/after
+#   nolag   today's kernels without the lag and the early release (GEMM_WG_LAG 0, GEMM_EARLY_RELEASE 0): the H200's
+#           before/after (a3180b5's PTX no longer fits the host: the GEMM takes its pair place since session 18)
 #   er4 er6 4 and 6 sleeps             er8m4 er8m6  8 sleeps only in blocks of >= 4 / 6 units (GEMM_PROBE_LAG_MIN_UNITS)
 #   fi2     8 sleeps and two slice pairs in flight beyond the newest (GEMM_FOLD_INFLIGHT 2: the warpgroups apart now)
 #   dcopy   (H200 only) the delta rule's state stream without its arithmetic (DELTA_PROBE_COPY; wrong outputs)
@@ -17,8 +18,8 @@ if [ "$1" = build ]; then
       nvcc -ptx -arch=sm_90a -O3 -std=c++17 -I ptx "$@" "ptx/gemv_$t.cu" -o ".ptxvar/$name/gemv_$t.ptx" || exit 1
     done
   }
-  rm -rf .ptxvar/main; mkdir -p .ptxvar/main
-  for t in q4_k q6_k; do git show "a3180b5:ptx/gemv_$t.ptx" > ".ptxvar/main/gemv_$t.ptx" || exit 1; done
+  rm -rf .ptxvar/main
+  build nolag -DGEMM_WG_LAG=0 -DGEMM_EARLY_RELEASE=0
   build er4 -DGEMM_WG_LAG=4; build er6 -DGEMM_WG_LAG=6
   build er8m4 -DGEMM_PROBE_LAG_MIN_UNITS=4; build er8m6 -DGEMM_PROBE_LAG_MIN_UNITS=6
   build fi2 -DGEMM_FOLD_INFLIGHT=2
@@ -30,7 +31,7 @@ if [ "$1" = build ]; then
 fi
 source tests/engine/cuda/gpu_env.sh
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
-V=${V:-main er4 er6 er8m4 er8m6 fi2}  # (V=...: a shorter list for a short call; dcopy dlag are added on an H200)
+V=${V:-nolag er4 er6 er8m4 er8m6 fi2}  # (V=...: a shorter list for a short call; dcopy dlag are added on an H200)
 nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && V="$V dcopy dlag"
 T_BENCH=90 timeout ${T_AB:-420} bash tests/engine/cuda/ab_run.sh "$V" 4b "--ladder 1,16,64 --long-prompt 0 --steps 32" \
   > "$OUT/wg-lag-ab.log" 2>&1
