@@ -180,6 +180,24 @@ def test_gemm_blocks_share_out_the_units_where_the_cost_model_says(monkeypatch):
     assert gb(1, 97, 10, 2) == 50  # the scratch of 50 blocks' cut parts and groups
 
 
+def test_projection_pairs_share_the_sms_by_cost_in_one_pass_steps():
+    """KernelTable.projections on the 4b's shapes: a Q6_K qkv (64 tile groups) beside a Q4_K z + b + a (33) at m = 64
+    runs as a pair (GEMM_PAIR_FIRST, then SECOND) on 94 + 38 of the 132 SMs (groups x GEMM_UNIT_COST), both whole
+    there (10 units a block: no fold launch); a 256-row chunk (4 passes), an unstaged x and one weight type run
+    one launch after the other as before."""
+    kt = KernelTable(dry=True)
+    staged = Split(1, 2, 2560, 3)
+    two = [("q6_k", 10, [(11, 8192)]), ("q4_k", 20, [(21, 4096), (22, 32), (23, 32)])]
+    first, second = kt.projections(x=staged, launches=two, m=64)
+    assert (first.name, second.name) == ("mma_gemm_q6_k", "mma_gemm_q4_k")
+    assert [int(k.cells[-1][0]) for k in (first, second)] == [kernels.GEMM_PAIR_FIRST, kernels.GEMM_PAIR_SECOND]
+    assert (first.grid[0], second.grid[0]) == (64, 33)  # whole: 10 units a block against 7 + 4 and 9 + 4
+    assert int(second.cells[-2][0]) - int(first.cells[-2][0]) == kernels.SCRATCH_BYTES // 2  # their own scratch
+    for m, x, launches in ((256, staged, two), (64, Split(1, 2, 2560), two), (64, staged, two[1:])):
+        gemms = [k for k in kt.projections(x=x, launches=launches, m=m) if k.name.startswith("mma_gemm")]
+        assert all(int(k.cells[-1][0]) == kernels.GEMM_ALONE for k in gemms), (m, x, len(launches))
+
+
 def test_gemv_sites_choose_kernels_by_type_and_rows(monkeypatch):
     """Quant types go to ptx/mma.cuh (tiles x K split blocks, 8 - 32-token passes) below GEMM_MIN_ROWS rows and
     to the 64-token GEMM of ptx/gemm.cuh from there on (x staged first; a fold launch after a GEMM whose shared-out
