@@ -433,26 +433,14 @@ class KernelTable:
         outputs: list[tuple[int, int]],
         m: int,
         res: int = 0,
+        share: _Share | None = None,
     ) -> list[Kernel]:
         """y_i[m][n_i] = x[m] @ W_i^T for up to 4 matrices (w, n_i) sharing x, stored back to back in one tiled
         buffer (each matrix starts on a tile); y_0 += res when res is given. One launch, or up to three for the GEMM
-        (uses_gemm: x staged first)."""
+        (uses_gemm: x staged first). share: a GEMM pair member's SMs, scratch and place (projections)."""
         assert x.n % 256 == 0 and 1 <= len(outputs) <= 4 and m >= 1, (x.n, outputs, m)
         if qtype not in MMA_TYPES:
             return [self._fma_gemv(qtype, w, x, outputs, m, res)]
-        return self._tiled_gemv(qtype, w, x, outputs, m, res)
-
-    def _tiled_gemv(
-        self,
-        qtype: str,
-        w: int,
-        x: Split,
-        outputs: list[tuple[int, int]],
-        m: int,
-        res: int,
-        share: _Share | None = None,
-    ) -> list[Kernel]:
-        """gemv's tensor-core launches; share: a GEMM pair member's SMs, scratch and place (projections)."""
         n_in, outs = x.n, list(outputs) + [(0, 0)] * (4 - len(outputs))
         tiles = sum(n_tiles(n) for _, n in outputs)
         groups = mma_groups(tiles)
@@ -471,27 +459,26 @@ class KernelTable:
         that both run as the GEMM on x staged by its producer run side by side (GEMM_PAIRS): the two GEMMs, each
         on a share of the SMs in proportion to its units' cost and on its own half of the scratch, then their
         folds (ptx/gemm.cuh GEMM_PAIR_FIRST / SECOND). The same sums as one after the other."""
-
-        def groups(outputs: list[tuple[int, int]]) -> int:
-            return mma_groups(sum(n_tiles(n) for _, n in outputs))
-
+        groups = [mma_groups(sum(n_tiles(n) for _, n in outs)) for _, _, outs in launches]
         pair = (
             GEMM_PAIRS
             and len(launches) == 2
             and m <= GEMM_TOKENS  # (one pass: a 512-token prefill ran 4 % slower paired, H100)
             and bool(x.gx)
-            and all(q in MMA_TYPES and uses_gemm(m, groups(outs), x.n // 256) for q, _, outs in launches)
+            and all(q in MMA_TYPES and uses_gemm(m, g, x.n // 256) for (q, _, _), g in zip(launches, groups))
         )
         if not pair:
             return [k for q, w, outs in launches for k in self.gemv(qtype=q, w=w, x=x, outputs=outs, m=m)]
-        cost = [groups(outs) * GEMM_UNIT_COST.get(q, 1.0) for q, _, outs in launches]
+        cost = [g * GEMM_UNIT_COST.get(q, 1.0) for (q, _, _), g in zip(launches, groups)]
         sms = min(GEMM_RESIDENT_BLOCKS - 1, max(1, round(GEMM_RESIDENT_BLOCKS * cost[0] / sum(cost))))
         half = SCRATCH_BYTES // 2
         shares = (
             _Share(sms, 0, half, GEMM_PAIR_FIRST),
             _Share(GEMM_RESIDENT_BLOCKS - sms, half, half, GEMM_PAIR_SECOND),
         )
-        (g1, *f1), (g2, *f2) = (self._tiled_gemv(q, w, x, outs, m, 0, sh) for (q, w, outs), sh in zip(launches, shares))
+        (g1, *f1), (g2, *f2) = (
+            self.gemv(qtype=q, w=w, x=x, outputs=outs, m=m, share=sh) for (q, w, outs), sh in zip(launches, shares)
+        )
         return [g1, g2, *f1, *f2]
 
     def _mma_plan(self, m: int, groups: int, parts: int, x: Split, share: _Share | None = None) -> _MmaPlan:
