@@ -225,6 +225,25 @@ __device__ __forceinline__ void gated_norm_store(float o, float z, float nw, flo
 // copy (the memory pipe's, overlapping the next state's rows), the block's last from registers: on the 4b m = 64
 // step (H100) delta_step 2482 -> 2369 us; all from registers made the m = 1 step's 24 launches 26 us shorter than
 // all by bulk copy. 0: every state from registers (A/B builds).
+// A timeline probe (tests/engine/cuda/probe/delta_trace.py builds the module with -DDELTA_TRACE): thread 0 of each
+// block writes the global timer at DELTA_MARK(i): 0 entry, 1 the first state in registers, 2 after pdl_wait, then
+// per state k >= 1 of the block 3 + 3 k (before take: the previous store issued), 4 + 3 k (state k in registers),
+// and for every k 5 + 3 k (its rows done, before its store); DELTA_TRACE_SLOTS - 1 the block's end. Compiled out here.
+#define DELTA_TRACE_SLOTS 64
+#define DELTA_TRACE_BLOCKS 256
+#ifdef DELTA_TRACE
+__device__ unsigned long long delta_trace[DELTA_TRACE_BLOCKS * DELTA_TRACE_SLOTS];
+#define DELTA_MARK(i)                                                                          \
+    do {                                                                                       \
+        if (threadIdx.x == 0 && blockIdx.x < DELTA_TRACE_BLOCKS && (i) < DELTA_TRACE_SLOTS) { \
+            unsigned long long t_;                                                             \
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                             \
+            delta_trace[blockIdx.x * DELTA_TRACE_SLOTS + (i)] = t_;                            \
+        }                                                                                      \
+    } while (0)
+#else
+#define DELTA_MARK(i)
+#endif
 #ifndef DELTA_BULK_STORE
 #define DELTA_BULK_STORE 1
 #endif
@@ -320,6 +339,7 @@ __device__ __forceinline__ void delta_body(const DeltaConv& cv, const float* __r
     __shared__ __align__(16) float ov[DK];  // read back as float4 quads
     DYNAMIC_SMEM_AS(float, delta_state);  // [2][DK][DK], the two buffers' mbarriers, then [DK][DK] (STORE_AT)
     pdl_launch_dependents();
+    DELTA_MARK(0);
     const int t = threadIdx.x, j = t % DK, g = t / DK, G = gridDim.x;
     // an item: (row, head) = item / H_v, item % H_v; with the conv (row, k-head) = item / H_k, item % H_k and its
     // HP heads kh + u H_k. The block's k-th state: item blockIdx.x + (k / HP) G, head u = k % HP.
@@ -365,7 +385,9 @@ __device__ __forceinline__ void delta_body(const DeltaConv& cv, const float* __r
         if (t == 0) fetch(k + 2);
     };
     take(0);  // the first state in registers before the wait too (m = 1: one item per block)
+    DELTA_MARK(1);
     pdl_wait();
+    DELTA_MARK(2);
 #ifdef DELTA_PROBE_BLOCK_LAG  // timing only (the same outputs): odd blocks start LAG x 64 ns late (their streams apart)
     for (int i = 0; i < DELTA_PROBE_BLOCK_LAG; i++)
         if (blockIdx.x & 1) __nanosleep(64);
@@ -374,7 +396,11 @@ __device__ __forceinline__ void delta_body(const DeltaConv& cv, const float* __r
     load(0, row_of(blockIdx.x), cur);
     for (int k = 0; item_of(k) < items; k++) {
         const int item = item_of(k), u = k % HP, h = head_of(item, u), r0 = row_of(item);
-        if (k > 0) take(k);
+        if (k > 0) {
+            DELTA_MARK(3 + 3 * k);
+            take(k);
+            DELTA_MARK(4 + 3 * k);
+        }
 #ifdef DELTA_PROBE_COPY  // timing only (wrong outputs): the state's stream alone, no row arithmetic
         if (r0 < 0)
 #endif
@@ -431,6 +457,7 @@ __device__ __forceinline__ void delta_body(const DeltaConv& cv, const float* __r
 #endif
             cur = nxt;
         }
+        DELTA_MARK(5 + 3 * k);
         if (DELTA_BULK_STORE && item_of(k + 1) < items) {  // a state with more to come: out by one bulk copy
             if (t == 0) bulk_wait_read<0>();                   // the store buffer's last copy has read it
             __syncthreads();
@@ -450,6 +477,7 @@ __device__ __forceinline__ void delta_body(const DeltaConv& cv, const float* __r
         }
     }
     if (DELTA_BULK_STORE && t == 0) bulk_wait<0>();  // every bulk-copied state written before the grid completes
+    DELTA_MARK(DELTA_TRACE_SLOTS - 1);
 }
 
 // ---- The prefill pipeline: runs of many rows of one slot (kernels.py delta_rule). The fused kernel above keeps
