@@ -260,15 +260,15 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
     // release, and no loop runs under a thread-dependent condition (a waiting loop in one thread, or the first x
     // copies looped inside `if (threadIdx.x == 0)`): with one in the kernel, ptxas moves the wgmma descriptors to
     // regular registers (93 R2UR against 28).
-    __shared__ int released[S], released_b[S];  // (released_b: HALF's second halves)
+    __shared__ int released[HALF ? 2 : 1][S];  // warps done with a stage (HALF: [0] its first half, [1] its second)
     const uint32_t stages = smem_u32(mma_smem), bars = stages + S * SB;
     if (threadIdx.x == 0) {
         for (int i = 0; i < S; i++) {
             mbar_init_count(bars + 8 * i, MMA_WARPS + 1);
-            released[i] = 0;
+            released[0][i] = 0;
             if (HALF) {
                 mbar_init_count(bars + 8 * (S + i), 1);
-                released_b[i] = 0;
+                released[HALF][i] = 0;
             }
         }
         mbar_init_fence();
@@ -286,13 +286,10 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
                       W[mat] + (long long)F::UNIT * ((long long)n_sb * tile + sb), F::UNIT,
                       bars + 8 * ((u - u0) % S));
     };
-    const auto fill_x = [&](int u, const UnitPos& at) {  // by one thread (HALF: the first half)
-        bulk_copy(stages + (u - u0) % S * SB, gx + ((long long)at.pass * n_sb + at.sb) * GX_CHUNK, HALF ? GX_HALF : XB,
-                  bars + 8 * ((u - u0) % S));
-    };
-    const auto fill_x_b = [&](int u, const UnitPos& at) {  // HALF: the second half, by one thread
-        bulk_copy(stages + (u - u0) % S * SB + GX_HALF, gx + ((long long)at.pass * n_sb + at.sb) * GX_CHUNK + GX_HALF,
-                  XB - GX_HALF, bars + 8 * (S + (u - u0) % S));
+    const auto fill_x = [&](int u, const UnitPos& at, int h) {  // by one thread: the x chunk (HALF: its half h)
+        const uint32_t from = h ? GX_HALF : 0, bytes = !HALF ? XB : h ? XB - GX_HALF : GX_HALF;
+        bulk_copy(stages + (u - u0) % S * SB + from, gx + ((long long)at.pass * n_sb + at.sb) * GX_CHUNK + from, bytes,
+                  bars + 8 * (h * S + (u - u0) % S));
     };
     const UnitPos first(u0, n_sb, groups);
     UnitPos fill = first;  // the next unit to fill
@@ -304,8 +301,8 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
         UnitPos at = first;
         for (int u = u0; u < u0 + S && u < u1; u++, at.next(n_sb, groups))  // the condition inside: see `released`
             if (threadIdx.x == 0) {
-                fill_x(u, at);
-                if (HALF) fill_x_b(u, at);
+                fill_x(u, at, 0);
+                if (HALF) fill_x(u, at, 1);
             }
     }
     float acc[NJ][4], run[NJ][4], T[NJ][4], P[2][4 * NJ];  // super-block, part and tile-group sums; MMA chains
@@ -324,41 +321,24 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
         else if (at.sb == hi) c++, lo = hi, hi = wk.part_lo(c + 1);
     };
     // this warp is done with stage du % S (its MMAs waited for, its weight words and sums read): it refills its own
-    // weight slot, and the last of the 8 warps to get here the x chunk (released[i] counts on: the next use's
+    // weight slot, and the last of the 8 warps to get here the x chunk (released[0][i] counts on: the next use's
     // arrivals come only after that copy has landed). "Its": every lane's, hence the __syncwarp before lane 0 speaks
     // for the warp (the lanes of a warp need not run in step: the host simulator, tests/engine/cuda/hostsim, ran
     // them apart and caught lanes reading the slice sums of a stage lane 0 had already released).
-    const auto release = [&](int u, int du) {
+    // HALF: h = 0 the first half (the weights with it), h = 1 the second, once its MMAs and unit end are done with it.
+    const auto release = [&](int u, int du, int h) {
         if (u + S < u1) {
             __syncwarp();
-            fill_w(u + S, fill);
+            if (h == 0) fill_w(u + S, fill);
             if (lane == 0) {
                 __threadfence_block();  // release this warp's reads of the stage; acquire the others' below
-                if (atomicAdd(&released[du % S], 1) % MMA_WARPS == MMA_WARPS - 1) {  // the 8th of this use
+                if (atomicAdd(&released[HALF ? h : 0][du % S], 1) % MMA_WARPS == MMA_WARPS - 1) {  // the 8th of this use
                     __threadfence_block();
                     fence_proxy_async_shared();  // then the copy engine's writes
 #ifdef GEMM_PROBE_X_ONCE
-                    mbar_arrive(bars + 8 * (du % S));
+                    mbar_arrive(bars + 8 * (h * S + du % S));
 #else
-                    fill_x(u + S, fill);
-#endif
-                }
-            }
-        }
-    };
-    // HALF: the same for the stage's second half (no weights in it), once its MMAs and unit end are done with it
-    const auto release_b = [&](int u, int du) {
-        if (u + S < u1) {
-            __syncwarp();
-            if (lane == 0) {
-                __threadfence_block();
-                if (atomicAdd(&released_b[du % S], 1) % MMA_WARPS == MMA_WARPS - 1) {
-                    __threadfence_block();
-                    fence_proxy_async_shared();
-#ifdef GEMM_PROBE_X_ONCE
-                    mbar_arrive(bars + 8 * (S + du % S));
-#else
-                    fill_x_b(u + S, fill);
+                    fill_x(u + S, fill, h);
 #endif
                 }
             }
@@ -427,7 +407,7 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
                 }
                 wgmma_commit();
                 if (s2 >= 2 * GEMM_FOLD_INFLIGHT) wgmma_wait<GEMM_FOLD_INFLIGHT>();  // (their fragments' registers stay live)
-                if (HALF && s2 == 6 + 2 * GEMM_FOLD_INFLIGHT) release(u, du);  // slices 0 .. 7's MMAs are done
+                if (HALF && s2 == 6 + 2 * GEMM_FOLD_INFLIGHT) release(u, du, 0);  // slices 0 .. 7's MMAs are done
             }
             float Pm[4 * NJ];  // the min product (MIN_BY_MMA)
             if constexpr (MIN_BY_MMA) {
@@ -439,10 +419,7 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
                 wgmma_commit();
             }
             wgmma_wait<0>();
-            if constexpr (EARLY_RELEASE) {
-                if constexpr (HALF) release_b(u, du);
-                else release(u, du);
-            }
+            if constexpr (EARLY_RELEASE) release(u, du, HALF);
             float dg, d8;
             F::sb_scale(raw, scales, dg, d8);
             dg *= 1.0f / SPLIT_HI_SCALE, d8 *= 1.0f / SPLIT_HI_SCALE;
@@ -504,10 +481,7 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
             wgmma_wait<0>();
             scale_group(F::GROUPS - 1, P[(F::GROUPS - 1) & 1]);
         }
-        if constexpr (!EARLY_RELEASE) {
-            if constexpr (HALF) release_b(u, du);
-            else release(u, du);
-        }
+        if constexpr (!EARLY_RELEASE) release(u, du, HALF);
         fill.next(n_sb, groups);  // (past u1 unused)
         // acc = this super-block's sum: into its part's sum (run), then the part's sum into the group's (T)
         const int ug = u - sb;

@@ -63,10 +63,10 @@ def test_gemm_half_release_build_is_bitwise_the_single_row(qtype, monkeypatch):
 
 # (text, replacement, what it breaks) in gemm.cuh, built with GEMM_HALF_RELEASE=1: each must fail the Q4_K rows test
 HALF_MUTATIONS = [
-    ("s2 == 6 + 2 * GEMM_FOLD_INFLIGHT) release(u, du);", "s2 == 4 + 2 * GEMM_FOLD_INFLIGHT) release(u, du);",
+    ("s2 == 6 + 2 * GEMM_FOLD_INFLIGHT) release(u, du, 0);", "s2 == 4 + 2 * GEMM_FOLD_INFLIGHT) release(u, du, 0);",
      "the first half refilled under slices 6 and 7's MMAs"),
-    ("wgmma_wait<0>();\n            if constexpr (EARLY_RELEASE) {",
-     "release_b(u, du);\n            wgmma_wait<0>();\n            if constexpr (false) {",
+    ("wgmma_wait<0>();\n            if constexpr (EARLY_RELEASE) release(u, du, HALF);",
+     "release(u, du, 1);\n            wgmma_wait<0>();",
      "the second half refilled under its last MMAs"),
 ]  # fmt: skip
 # (Not here: the second half's mbar_wait left out. The round-robin schedule always lets the last warp's second
