@@ -39,6 +39,16 @@
 #ifndef GEMM_EARLY_RELEASE
 #define GEMM_EARLY_RELEASE 1  // a stage released before the unit end where nothing there reads it (gemm_body)
 #endif
+// A folded format's stage in two halves (GEMM_HALF_RELEASE 1; 0 keeps one barrier and one release a stage): the
+// first holds the weight units and the x matrices of slices 0 .. 7 (GX_HALF bytes), the second the rest (slices 8
+// .. 15, the min product's B, the slice sums), each with its own barrier and its own count of releasing warps. A
+// warp releases the first half once the MMAs of slices 0 .. 7 are done, so the first half of the unit S ahead is
+// asked for half a unit sooner, and the leading warpgroup may run up to about a unit ahead of the other where a
+// whole-stage release held it below a unit minus a copy's flight (GEMM_WG_LAG). Timing only: the same sums.
+#ifndef GEMM_HALF_RELEASE
+#define GEMM_HALF_RELEASE 0
+#endif
+#define GX_HALF (16 * GX_MAT)  // the x matrices of slices 0 .. 7, the first half of a stage's x
 #ifndef GEMM_FOLD_INFLIGHT
 #define GEMM_FOLD_INFLIGHT 1  // slice pairs of a folded format's unit in flight beyond the newest (registers: 8 each)
 #endif
@@ -233,6 +243,7 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
                                           float* scratch, const Store& store, int pair = GEMM_ALONE) {
     constexpr bool MIN_BY_MMA = F::MIN_MMA && MMA_MIN_MMA;
     constexpr int S = GEMM_STAGES, SB = GemmStage<F>::BYTES, XB = GemmStage<F>::X_BYTES, TPB = MMA_WARPS / R;
+    constexpr bool HALF = GEMM_HALF_RELEASE && F::FOLD;  // (GEMM_HALF_RELEASE: its second barrier at bars + 8 (S + i))
     DYNAMIC_SMEM(mma_smem);
     if (pair != GEMM_PAIR_FIRST) pdl_launch_dependents();
     GEMM_MARK(0, 0);
@@ -249,12 +260,16 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
     // release, and no loop runs under a thread-dependent condition (a waiting loop in one thread, or the first x
     // copies looped inside `if (threadIdx.x == 0)`): with one in the kernel, ptxas moves the wgmma descriptors to
     // regular registers (93 R2UR against 28).
-    __shared__ int released[S];
+    __shared__ int released[HALF ? 2 : 1][S];  // warps done with a stage (HALF: [0] its first half, [1] its second)
     const uint32_t stages = smem_u32(mma_smem), bars = stages + S * SB;
     if (threadIdx.x == 0) {
         for (int i = 0; i < S; i++) {
             mbar_init_count(bars + 8 * i, MMA_WARPS + 1);
-            released[i] = 0;
+            released[0][i] = 0;
+            if (HALF) {
+                mbar_init_count(bars + 8 * (S + i), 1);
+                released[HALF][i] = 0;
+            }
         }
         mbar_init_fence();
     }
@@ -271,9 +286,10 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
                       W[mat] + (long long)F::UNIT * ((long long)n_sb * tile + sb), F::UNIT,
                       bars + 8 * ((u - u0) % S));
     };
-    const auto fill_x = [&](int u, const UnitPos& at) {  // by one thread
-        bulk_copy(stages + (u - u0) % S * SB, gx + ((long long)at.pass * n_sb + at.sb) * GX_CHUNK, XB,
-                  bars + 8 * ((u - u0) % S));
+    const auto fill_x = [&](int u, const UnitPos& at, int h) {  // by one thread: the x chunk (HALF: its half h)
+        const uint32_t from = h ? GX_HALF : 0, bytes = !HALF ? XB : h ? XB - GX_HALF : GX_HALF;
+        bulk_copy(stages + (u - u0) % S * SB + from, gx + ((long long)at.pass * n_sb + at.sb) * GX_CHUNK + from, bytes,
+                  bars + 8 * (h * S + (u - u0) % S));
     };
     const UnitPos first(u0, n_sb, groups);
     UnitPos fill = first;  // the next unit to fill
@@ -284,7 +300,10 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
     {
         UnitPos at = first;
         for (int u = u0; u < u0 + S && u < u1; u++, at.next(n_sb, groups))  // the condition inside: see `released`
-            if (threadIdx.x == 0) fill_x(u, at);
+            if (threadIdx.x == 0) {
+                fill_x(u, at, 0);
+                if (HALF) fill_x(u, at, 1);
+            }
     }
     float acc[NJ][4], run[NJ][4], T[NJ][4], P[2][4 * NJ];  // super-block, part and tile-group sums; MMA chains
 #ifdef GEMM_PROBE_NO_CUT
@@ -302,23 +321,24 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
         else if (at.sb == hi) c++, lo = hi, hi = wk.part_lo(c + 1);
     };
     // this warp is done with stage du % S (its MMAs waited for, its weight words and sums read): it refills its own
-    // weight slot, and the last of the 8 warps to get here the x chunk (released[i] counts on: the next use's
+    // weight slot, and the last of the 8 warps to get here the x chunk (released[0][i] counts on: the next use's
     // arrivals come only after that copy has landed). "Its": every lane's, hence the __syncwarp before lane 0 speaks
     // for the warp (the lanes of a warp need not run in step: the host simulator, tests/engine/cuda/hostsim, ran
     // them apart and caught lanes reading the slice sums of a stage lane 0 had already released).
-    const auto release = [&](int u, int du) {
+    // HALF: h = 0 the first half (the weights with it), h = 1 the second, once its MMAs and unit end are done with it.
+    const auto release = [&](int u, int du, int h) {
         if (u + S < u1) {
             __syncwarp();
-            fill_w(u + S, fill);
+            if (h == 0) fill_w(u + S, fill);
             if (lane == 0) {
                 __threadfence_block();  // release this warp's reads of the stage; acquire the others' below
-                if (atomicAdd(&released[du % S], 1) % MMA_WARPS == MMA_WARPS - 1) {  // the 8th of this use
+                if (atomicAdd(&released[HALF ? h : 0][du % S], 1) % MMA_WARPS == MMA_WARPS - 1) {  // the 8th of this use
                     __threadfence_block();
                     fence_proxy_async_shared();  // then the copy engine's writes
 #ifdef GEMM_PROBE_X_ONCE
-                    mbar_arrive(bars + 8 * (du % S));
+                    mbar_arrive(bars + 8 * (h * S + du % S));
 #else
-                    fill_x(u + S, fill);
+                    fill_x(u + S, fill, h);
 #endif
                 }
             }
@@ -363,6 +383,7 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
 #else
                 for (int si = 0; si < 2; si++) F::frag16(raw, scales, s2 + si, a[si], e[si]);
 #endif
+                if (HALF && s2 == 8) mbar_wait(bars + 8 * (S + du % S), (du / S) & 1);  // slices 8 .. 15 landed
                 wgmma_fence();  // a[], e[] were written by ordinary instructions
 #pragma unroll
                 for (int si = 0; si < 2; si++) {
@@ -386,6 +407,7 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
                 }
                 wgmma_commit();
                 if (s2 >= 2 * GEMM_FOLD_INFLIGHT) wgmma_wait<GEMM_FOLD_INFLIGHT>();  // (their fragments' registers stay live)
+                if (HALF && s2 == 6 + 2 * GEMM_FOLD_INFLIGHT) release(u, du, 0);  // slices 0 .. 7's MMAs are done
             }
             float Pm[4 * NJ];  // the min product (MIN_BY_MMA)
             if constexpr (MIN_BY_MMA) {
@@ -397,7 +419,7 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
                 wgmma_commit();
             }
             wgmma_wait<0>();
-            if constexpr (EARLY_RELEASE) release(u, du);
+            if constexpr (EARLY_RELEASE) release(u, du, HALF);
             float dg, d8;
             F::sb_scale(raw, scales, dg, d8);
             dg *= 1.0f / SPLIT_HI_SCALE, d8 *= 1.0f / SPLIT_HI_SCALE;
@@ -459,7 +481,7 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
             wgmma_wait<0>();
             scale_group(F::GROUPS - 1, P[(F::GROUPS - 1) & 1]);
         }
-        if constexpr (!EARLY_RELEASE) release(u, du);
+        if constexpr (!EARLY_RELEASE) release(u, du, HALF);
         fill.next(n_sb, groups);  // (past u1 unused)
         // acc = this super-block's sum: into its part's sum (run), then the part's sum into the group's (T)
         const int ug = u - sb;

@@ -51,3 +51,42 @@ def test_the_simulator_fails_a_broken_kernel(tmp_path: Path, mutation, monkeypat
     broken = SimGpu(ptx_dir=tmp_path, only=("gemv_q8_0.cu",))
     with pytest.raises((AssertionError, SimError)):
         test_gemv.test_swiglu_gemv_matches_oracle_and_is_row_invariant(broken, "q8_0", "across", monkeypatch)
+
+
+@pytest.mark.parametrize("qtype", ["q4_k", "q6_k"])
+def test_gemm_half_release_build_is_bitwise_the_single_row(qtype, monkeypatch):
+    """GEMM_HALF_RELEASE=1 (ptx/gemm.cuh: a folded format's stage in two halves, each released and refilled on its
+    own): every row count bitwise the m = 1 row, on shared-out and reversed GEMM blocks (warps run apart here)."""
+    sim = _sim(("GEMM_HALF_RELEASE=1",))
+    test_gemv.test_every_row_count_is_bitwise_the_single_row(sim, qtype, 1280, 2560, "two", monkeypatch)
+
+
+# (text, replacement, what it breaks) in gemm.cuh, built with GEMM_HALF_RELEASE=1: each must fail the Q4_K rows test
+HALF_MUTATIONS = [
+    ("s2 == 6 + 2 * GEMM_FOLD_INFLIGHT) release(u, du, 0);", "s2 == 4 + 2 * GEMM_FOLD_INFLIGHT) release(u, du, 0);",
+     "the first half refilled under slices 6 and 7's MMAs"),
+    ("wgmma_wait<0>();\n            if constexpr (EARLY_RELEASE) release(u, du, HALF);",
+     "release(u, du, 1);\n            wgmma_wait<0>();",
+     "the second half refilled under its last MMAs"),
+]  # fmt: skip
+# (Not here: the second half's mbar_wait left out. The round-robin schedule always lets the last warp's second
+# release run before a warp two units on reaches slice 8, so the simulator cannot see that one.)
+
+
+@pytest.mark.parametrize("mutation", HALF_MUTATIONS, ids=[m[2] for m in HALF_MUTATIONS])
+def test_the_simulator_fails_a_broken_half_release(tmp_path: Path, mutation, monkeypatch):
+    text, replacement, _ = mutation
+    for src in [
+        *PTX_DIR.glob("*.cuh"),
+        PTX_DIR / "gemv_q4_k.cu",
+        PTX_DIR / "repack.cu",
+        PTX_DIR / "gemm_stage.cu",
+    ]:  # (repack: the weights)
+        shutil.copy(src, tmp_path / src.name)
+    target = tmp_path / "gemm.cuh"
+    source = target.read_text()
+    assert source.count(text) == 1, f"gemm.cuh no longer holds {text!r}: update the mutation"
+    target.write_text(source.replace(text, replacement))
+    broken = SimGpu(("GEMM_HALF_RELEASE=1",), ptx_dir=tmp_path, only=("gemv_q4_k.cu", "repack.cu", "gemm_stage.cu"))
+    with pytest.raises(AssertionError, match="differ from m=1"):
+        test_gemv.test_every_row_count_is_bitwise_the_single_row(broken, "q4_k", 1280, 2560, "two", monkeypatch)

@@ -7,9 +7,13 @@
 #           before/after (a3180b5's PTX no longer fits the host: the GEMM takes its pair place since session 18)
 #   er4 er6 4 and 6 sleeps             er8m4 er8m6  8 sleeps only in blocks of >= 4 / 6 units (GEMM_PROBE_LAG_MIN_UNITS)
 #   fi2     8 sleeps and two slice pairs in flight beyond the newest (GEMM_FOLD_INFLIGHT 2: the warpgroups apart now)
+#   half8 half16 half24   a stage's halves released apart (GEMM_HALF_RELEASE 1, session 19) with 8, 16, 24 sleeps:
+#           the lag may then reach about a unit; half16m4: 16 sleeps only in blocks of >= 4 units (the sleep is paid once
+#           a launch, the gain once a unit: the LM head's blocks walk ~150 units, ssm out's 2 - 3)
 #   dcopy   (H200 only) the delta rule's state stream without its arithmetic (DELTA_PROBE_COPY; wrong outputs)
 #   dlag    (H200 only) the delta rule with its odd blocks 16 sleeps late (DELTA_PROBE_BLOCK_LAG: the 132 blocks'
 #           streams out of step; the same outputs)
+# Then the delta rule's timeline inside a step (probe/delta_trace.py; dtrace, and on an H200 dtcopy: the stream alone).
 set -o pipefail
 if [ "$1" = build ]; then
   build() {  # name, then nvcc defines
@@ -23,6 +27,12 @@ if [ "$1" = build ]; then
   build er4 -DGEMM_WG_LAG=4; build er6 -DGEMM_WG_LAG=6
   build er8m4 -DGEMM_PROBE_LAG_MIN_UNITS=4; build er8m6 -DGEMM_PROBE_LAG_MIN_UNITS=6
   build fi2 -DGEMM_FOLD_INFLIGHT=2
+  for lag in 8 16 24; do build half$lag -DGEMM_HALF_RELEASE=1 -DGEMM_WG_LAG=$lag; done
+  build half16m4 -DGEMM_HALF_RELEASE=1 -DGEMM_WG_LAG=16 -DGEMM_PROBE_LAG_MIN_UNITS=4
+  for v in dtrace:-DDELTA_TRACE dtcopy:"-DDELTA_TRACE -DDELTA_PROBE_COPY"; do
+    rm -rf ".ptxvar/${v%%:*}"; mkdir -p ".ptxvar/${v%%:*}"
+    nvcc -ptx -arch=sm_90a -O3 -std=c++17 -I ptx ${v#*:} ptx/deltanet.cu -o ".ptxvar/${v%%:*}/deltanet.ptx" || exit 1
+  done
   rm -rf .ptxvar/dcopy; mkdir -p .ptxvar/dcopy
   nvcc -ptx -arch=sm_90a -O3 -std=c++17 -I ptx -DDELTA_PROBE_COPY ptx/deltanet.cu -o .ptxvar/dcopy/deltanet.ptx || exit 1
   rm -rf .ptxvar/dlag; mkdir -p .ptxvar/dlag
@@ -31,9 +41,14 @@ if [ "$1" = build ]; then
 fi
 source tests/engine/cuda/gpu_env.sh
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
-V=${V:-nolag er4 er6 er8m4 er8m6 fi2}  # (V=...: a shorter list for a short call; dcopy dlag are added on an H200)
+V=${V:-nolag half8 half16 half24 half16m4 er8m4}  # (V=...: a shorter list for a short call; dcopy dlag are added on an H200)
 nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && V="$V dcopy dlag"
 T_BENCH=90 timeout ${T_AB:-420} bash tests/engine/cuda/ab_run.sh "$V" 4b "--ladder 1,16,64 --long-prompt 0 --steps 32" \
   > "$OUT/wg-lag-ab.log" 2>&1
 rm -f "$OUT"/*.err
 grep -E "^[A-I] =|single|aggregate|prefill 512|m=64 step: (whole|mma|delta)" "$OUT/ab-4b.txt" | cut -c1-220
+source tests/engine/cuda/model_spec.sh; model_spec 4b
+T=dtrace; nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && T="dtrace dtcopy"
+for v in $T; do
+  echo "## delta timeline, $v"; QTUI_PTX_DIR=.ptxvar/$v timeout 40 python3 tests/engine/cuda/probe/delta_trace.py "$GGUF" 2>&1 | tail -13
+done
