@@ -61,6 +61,14 @@ def test_gemm_half_release_build_is_bitwise_the_single_row(qtype, monkeypatch):
     test_gemv.test_every_row_count_is_bitwise_the_single_row(sim, qtype, 1280, 2560, "two", monkeypatch)
 
 
+def test_gemm_half_release_build_swiglu_and_pair(monkeypatch):
+    """The same build's SwiGLU GEMM (two matrices a block: gate and up) against its oracle and every row count, and
+    a Q6_K + Q4_K projection pair bitwise the two GEMMs one after the other."""
+    sim = _sim(("GEMM_HALF_RELEASE=1",))
+    test_gemv.test_swiglu_gemv_matches_oracle_and_is_row_invariant(sim, "q4_k", "across", monkeypatch)
+    test_gemv.test_projection_pair_bitwise_equal_one_after_the_other(sim, "q6_k", monkeypatch)
+
+
 # (text, replacement, what it breaks) in gemm.cuh, built with GEMM_HALF_RELEASE=1: each must fail the Q4_K rows test
 HALF_MUTATIONS = [
     ("s2 == 6 + 2 * GEMM_FOLD_INFLIGHT) release(u, du, 0);", "s2 == 4 + 2 * GEMM_FOLD_INFLIGHT) release(u, du, 0);",
