@@ -2,6 +2,7 @@
 # The warpgroup lag (ptx/gemm.cuh GEMM_WG_LAG, GEMM_EARLY_RELEASE; ptx/PERF.md session 17) tuned and taken to the
 # H200, in one GPU call. Here:   bash tests/engine/cuda/probe/wg_lag_run.sh build
 # (the variant kernels into .ptxvar/, which travels with the tree); there:   bash tests/engine/cuda/probe/wg_lag_run.sh
+# TESTS=1 runs every GPU test first; with it, at most four variants (V="...") fit one 10-minute call (~35 s each).
 # Variants (q4_k and q6_k modules; the committed ptx/ is A = 8 sleeps with the early release):
 #   nolag   today's kernels without the lag and the early release (GEMM_WG_LAG 0, GEMM_EARLY_RELEASE 0): the H200's
 #           before/after (a3180b5's PTX no longer fits the host: the GEMM takes its pair place since session 18)
@@ -40,10 +41,14 @@ if [ "$1" = build ]; then
   exit 0
 fi
 source tests/engine/cuda/gpu_env.sh
-nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader
+if [ -n "$TESTS" ]; then  # TESTS=1: every GPU test on the committed ptx/ first (its witness: $OUT/gpu-tests.txt)
+  timeout ${T_TESTS:-230} python3 -m pytest -m gpu -q -p no:cacheprovider tests/engine/cuda > "$OUT/gpu-tests.txt" 2>&1
+  echo "## GPU tests done at ${SECONDS}s"; tail -1 "$OUT/gpu-tests.txt"; grep -E "^FAILED" "$OUT/gpu-tests.txt" | head -5
+fi
 V=${V:-nolag half8 half16 half24 half16m4 er8m4}  # (V=...: a shorter list for a short call; dcopy dlag are added on an H200)
 nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && V="$V dcopy dlag"
-T_BENCH=90 timeout ${T_AB:-420} bash tests/engine/cuda/ab_run.sh "$V" 4b "--ladder 1,16,64 --long-prompt 0 --steps 32" \
+T_BENCH=90 timeout ${T_AB:-$((530 - SECONDS))} bash tests/engine/cuda/ab_run.sh "$V" 4b "--ladder 1,16,64 --long-prompt 0 --steps 32" \
   > "$OUT/wg-lag-ab.log" 2>&1
 rm -f "$OUT"/*.err
 grep -E "^[A-I] =|single|aggregate|prefill 512|m=64 step: (whole|mma|delta)" "$OUT/ab-4b.txt" | cut -c1-220
