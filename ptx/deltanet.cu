@@ -225,6 +225,9 @@ __device__ __forceinline__ void gated_norm_store(float o, float z, float nw, flo
 // copy (the memory pipe's, overlapping the next state's rows), the block's last from registers: on the 4b m = 64
 // step (H100) delta_step 2482 -> 2369 us; all from registers made the m = 1 step's 24 launches 26 us shorter than
 // all by bulk copy. 0: every state from registers (A/B builds).
+#ifndef DELTA_BULK_STORE
+#define DELTA_BULK_STORE 1
+#endif
 // A timeline probe (tests/engine/cuda/probe/delta_trace.py builds the module with -DDELTA_TRACE): thread 0 of each
 // block writes the global timer at DELTA_MARK(i): 0 entry, 1 the first state in registers, 2 after pdl_wait, then
 // per state k >= 1 of the block 3 + 3 k (before take: the previous store issued), 4 + 3 k (state k in registers),
@@ -243,9 +246,6 @@ __device__ unsigned long long delta_trace[DELTA_TRACE_BLOCKS * DELTA_TRACE_SLOTS
     } while (0)
 #else
 #define DELTA_MARK(i)
-#endif
-#ifndef DELTA_BULK_STORE
-#define DELTA_BULK_STORE 1
 #endif
 #define DELTA_CONV_K 4  // the fused conv's kernel size (Qwen3.5's ssm_d_conv; kernels.py DELTA_CONV_K)
 struct DeltaConv {      // the fused conv's inputs (without it: x is conv_out, the rest unused)

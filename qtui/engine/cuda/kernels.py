@@ -498,7 +498,7 @@ class KernelTable:
         return _MmaPlan(gemm, nt, passes, groups, parts, blocks, x_args, m)
 
     def _mma_sites(
-        self, plan: _MmaPlan, qtype: str, kind: str, args: list[KernelArg], x: Split, pair: int = 0
+        self, plan: _MmaPlan, qtype: str, kind: str, args: list[KernelArg], x: Split, pair: int = GEMM_ALONE
     ) -> list[Kernel]:
         """The launches of a plan of `kind` ("" or "swiglu_"): the GEMM (its 32-token form up to GEMM_NARROW_ROWS
         rows; the one-matrix GEMM with its `pair` place last), gemm_stage_x before it where x's producer did not
