@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from . import test_gemv
+from . import test_gemv, test_layers
 from .hostsim import PTX_DIR
 from .hostsim.device import SimError, SimGpu
 
@@ -76,9 +76,9 @@ HALF_MUTATIONS = [
     ("wgmma_wait<0>();\n            if constexpr (EARLY_RELEASE) release(u, du, HALF);",
      "release(u, du, 1);\n            wgmma_wait<0>();",
      "the second half refilled under its last MMAs"),
+    ("if (HALF && s2 == 8) mbar_wait(bars + 8 * (S + du % S), (du / S) & 1);", "",
+     "the second half read without its wait"),
 ]  # fmt: skip
-# (Not here: the second half's mbar_wait left out. The round-robin schedule always lets the last warp's second
-# release run before a warp two units on reaches slice 8, so the simulator cannot see that one.)
 
 
 @pytest.mark.parametrize("mutation", HALF_MUTATIONS, ids=[m[2] for m in HALF_MUTATIONS])
@@ -96,5 +96,30 @@ def test_the_simulator_fails_a_broken_half_release(tmp_path: Path, mutation, mon
     assert source.count(text) == 1, f"gemm.cuh no longer holds {text!r}: update the mutation"
     target.write_text(source.replace(text, replacement))
     broken = SimGpu(("GEMM_HALF_RELEASE=1",), ptx_dir=tmp_path, only=("gemv_q4_k.cu", "repack.cu", "gemm_stage.cu"))
-    with pytest.raises(AssertionError, match="differ from m=1"):
+    # (rows that read a copy's poisoned bytes differ; a copy never waited for is still in flight at the block's end)
+    with pytest.raises((AssertionError, SimError), match="differ from m=1|bulk copies in flight"):
         test_gemv.test_every_row_count_is_bitwise_the_single_row(broken, "q4_k", 1280, 2560, "two", monkeypatch)
+
+
+# (text, replacement, what it breaks) in deltanet.cu: each must fail the persistent delta rule's test (states stored
+# through the shared store buffer by bulk copy, which the simulator lands at the wait that covers it)
+DELTA_MUTATIONS = [
+    ("if (t == 0) bulk_wait_read<0>();", "", "the store buffer rewritten before its last copy read it"),
+    ("if (DELTA_BULK_STORE && t == 0) bulk_wait<0>();", "", "the block's end before its stores are written"),
+    ("__syncthreads();  // every thread has its rows", "//", "a state buffer refilled while threads still read it"),
+]
+
+
+@pytest.mark.parametrize("mutation", DELTA_MUTATIONS, ids=[m[2] for m in DELTA_MUTATIONS])
+def test_the_simulator_fails_a_broken_delta_rule(tmp_path: Path, mutation):
+    text, replacement, _ = mutation
+    for src in [*PTX_DIR.glob("*.cuh"), PTX_DIR / "deltanet.cu"]:
+        shutil.copy(src, tmp_path / src.name)
+    target = tmp_path / "deltanet.cu"
+    source = target.read_text()
+    assert source.count(text) == 1, f"deltanet.cu no longer holds {text!r}: update the mutation"
+    target.write_text(source.replace(text, replacement))
+    broken = SimGpu(ptx_dir=tmp_path, only=("deltanet.cu",))
+    with pytest.raises((AssertionError, SimError)) as failed:
+        test_layers.test_conv_and_delta_step_over_three_steps(broken, 64, 3)
+    print(mutation[2], "->", str(failed.value).splitlines()[0][:200])

@@ -2,7 +2,9 @@
 // _setjmp/_longjmp: no signal-mask system call per switch), switched only where the code
 // meets its block, warp, warpgroup or cluster (__syncthreads, __syncwarp, shuffles, MMAs, mbarrier waits, cluster
 // barriers). The schedule is round robin and deterministic, and a wait nobody will end is reported (abort)
-// instead of hanging. The blocks of one thread-block cluster run together (their threads interleave); clusters,
+// instead of hanging. A bulk copy into shared memory lands as late as it can: only once every thread of the cluster
+// waits (a sweep without progress), one copy at a time, oldest first; until then its bytes there are 0xFF (NaN in
+// every float format), so a read of a copy's bytes that does not wait for its mbarrier reads them. The blocks of one thread-block cluster run together (their threads interleave); clusters,
 // and blocks launched without one, run one after another: no kernel here waits for a block outside its cluster
 // (their cross-block handshakes are counters whose last arrival does the work).
 #pragma once
@@ -11,6 +13,7 @@
 #include <ucontext.h>
 
 #include <array>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -32,7 +35,15 @@ struct SimBlock {
     struct Mbarrier {  // an mbarrier in shared memory: arrivals expected per phase, arrived, phases completed
         int count = 0, arrived = 0;
         unsigned phases = 0;
+        long long tx = 0;  // bytes expected (mbar_arrive_expect) less bytes landed: the phase waits for 0 too
     };
+    // a thread's bulk stores (shared -> global, isa_host.h): the open group, then the committed groups, oldest first
+    struct Store {
+        void* dst;
+        uint32_t src, bytes;
+    };
+    std::vector<std::vector<Store>> open_stores;
+    std::vector<std::vector<std::vector<Store>>> store_groups;
     // a thread's wgmmas issued and not yet waited for (isa_host.h)
     struct Wgmma {
         float* d;
@@ -63,8 +74,15 @@ struct SimBlock {
     };
     std::vector<Product> warp_product, group_product;
 };
+// A bulk copy (global -> shared) in flight: its bytes, read at issue, land when the scheduler lands it (run_cluster).
+struct SimCopy {
+    SimBlock* block;
+    uint32_t dst, bar;
+    std::vector<uint8_t> bytes;
+};
 struct SimCluster {
     std::vector<std::unique_ptr<SimBlock>> blocks;
+    std::deque<SimCopy> copies;  // in flight, oldest first
     SimBlock::Barrier bar;  // barrier.cluster over every thread of every block
     jmp_buf sched;      // the scheduler (run_cluster), where a fiber returns to
     long progress = 0;  // arrivals and exits so far (a sweep without any: deadlock)
@@ -158,10 +176,27 @@ inline T atomicAdd(T* p, U v) {  // one OS thread: nothing interleaves
 inline void __threadfence_block() {}
 inline void __threadfence() {}
 
+// An mbarrier's phase completes once its arrivals are in and its expected bytes have landed (the bytes may land
+// before they are expected: tx below zero until the mbar_arrive_expect).
+inline void sim_mbar_settle(SimBlock::Mbarrier& mb) {
+    if (mb.arrived == mb.count && mb.tx == 0) mb.arrived = 0, mb.phases++;
+}
+// The oldest bulk copy in flight lands: its bytes, then its mbarrier's transaction count.
+inline void sim_land_copy(SimCluster& C) {
+    SimCopy c = std::move(C.copies.front());
+    C.copies.pop_front();
+    memcpy(c.block->smem + c.dst, c.bytes.data(), c.bytes.size());
+    SimBlock::Mbarrier& mb = c.block->mbars.at(c.bar);
+    mb.tx -= (long long)c.bytes.size();
+    sim_mbar_settle(mb);
+    C.progress++;
+}
+
 inline void sim_entry(int b, int tid) {
     (*g_cluster->body)();
     SimBlock& B = *g_cluster->blocks[b];
     if (!B.wgmma[tid].empty()) __trap();  // it exits with wgmmas not waited for
+    if (!B.open_stores[tid].empty() || !B.store_groups[tid].empty()) __trap();  // or bulk stores not waited for
     B.th[tid].done = true;
     g_cluster->progress++;
     _longjmp(g_cluster->sched, 1);  // never returns: the scheduler goes on
@@ -211,6 +246,7 @@ inline void run_cluster(const std::function<void()>& body, dim3 first, int n_blo
         B->a.resize(threads), B->b.resize(threads);
         B->warp_product.resize(warps), B->group_product.resize(groups);
         B->wgmma.resize(threads), B->commits.assign(threads, 0);
+        B->open_stores.resize(threads), B->store_groups.resize(threads);
         B->smem_store.assign(smem_bytes + 128, 0);
         B->smem = B->smem_store.data() + (128 - (uintptr_t)B->smem_store.data() % 128) % 128;
         B->smem_bytes = smem_bytes;
@@ -249,6 +285,10 @@ inline void run_cluster(const std::function<void()>& body, dim3 first, int n_blo
             }
             if (!g_trap.empty()) break;
         }
+        if (g_trap.empty() && (!ran || C.progress == before) && !C.copies.empty()) {  // all wait: a copy lands
+            sim_land_copy(C);
+            continue;
+        }
         if (g_trap.empty() && (!ran || C.progress == before)) {  // all wait, or only poll for what nobody will do
             std::string what = "deadlock in the cluster of block (" + std::to_string(first.x) + ", " +
                                std::to_string(first.y) + ", " + std::to_string(first.z) + "):";
@@ -264,6 +304,10 @@ inline void run_cluster(const std::function<void()>& body, dim3 first, int n_blo
             }
             g_trap = what + " cluster barrier " + std::to_string(C.bar.arrived) + " of " + std::to_string(C.bar.size);
         }
+        if (g_trap.empty() && live == 0 && !C.copies.empty())  // its shared memory is gone with the blocks
+            g_trap = std::to_string(C.copies.size()) + " bulk copies in flight when the cluster of block (" +
+                     std::to_string(first.x) + ", " + std::to_string(first.y) + ", " + std::to_string(first.z) +
+                     ") exits";
         if (!g_trap.empty()) {
             g_cluster = outer_c, g_block = outer_b;
             const std::string what = g_trap;

@@ -1,8 +1,9 @@
-// The host twins of ptx/isa.cuh's wrappers (same names and signatures). Loads are plain loads, a bulk copy lands
-// at once (so the mbarrier waits return at once), PDL and fences are no-ops, and an MMA is a collective of its warp
-// (mma.sync) or warpgroup (wgmma): every thread leaves its operands, then computes its own C elements from all of
-// them (the PTX ISA's fragment layouts for 16-bit inputs), each as c + (the exact sum of its 16 products),
-// rounded once to float32 (a wgmma when its group is waited for).
+// The host twins of ptx/isa.cuh's wrappers (same names and signatures). Loads are plain loads, a bulk copy into
+// shared memory lands late (block.h: its destination reads 0xFF until then), a bulk store reads shared memory and
+// writes global memory at the wait that covers it (the latest it may), PDL and fences are no-ops, and an MMA is a
+// collective of its warp (mma.sync) or warpgroup (wgmma): every thread leaves its operands, then computes its own C
+// elements from all of them (the PTX ISA's fragment layouts for 16-bit inputs), each as c + (the exact sum of its 16
+// products), rounded once to float32 (a wgmma when its group is waited for).
 #pragma once
 
 inline void pdl_launch_dependents() {}
@@ -12,36 +13,60 @@ inline void pdl_wait() {}
 #define DYNAMIC_SMEM(name) DYNAMIC_SMEM_AS(uint8_t, name)
 inline uint32_t smem_u32(const void* p) { return (uint32_t)((const uint8_t*)p - g_block->smem); }
 inline uint32_t dynamic_smem_size() { return g_block->smem_bytes; }
-// mbarriers: a phase completes when its expected arrivals are in (a bulk copy's bytes land at once, so its
-// arrive.expect_tx is an arrival whose transaction is already complete); a wait polls (yields) until the phase of
-// the given parity has completed.
+// mbarriers: a phase completes when its expected arrivals are in and the bytes expected of it have landed
+// (sim_mbar_settle); a wait polls (yields) until the phase of the given parity has completed.
 inline SimBlock::Mbarrier& sim_mbar(uint32_t bar) {
     auto it = g_block->mbars.find(bar);
     if (it == g_block->mbars.end()) __trap();  // used before mbar_init
     return it->second;
 }
-inline void mbar_init_count(uint32_t bar, uint32_t count) { g_block->mbars[bar] = {(int)count, 0, 0}; }
+inline void mbar_init_count(uint32_t bar, uint32_t count) { g_block->mbars[bar] = {(int)count, 0, 0, 0}; }
 inline void mbar_init(uint32_t bar) { mbar_init_count(bar, 1); }
 inline void mbar_init_fence() {}
 inline void mbar_arrive(uint32_t bar) {
     SimBlock::Mbarrier& mb = sim_mbar(bar);
     g_cluster->progress++;
-    if (++mb.arrived == mb.count) mb.arrived = 0, mb.phases++;
+    mb.arrived++;
+    sim_mbar_settle(mb);
 }
-inline void mbar_arrive_expect(uint32_t bar, uint32_t) { mbar_arrive(bar); }
-inline void bulk_copy_tx(uint32_t dst, const void* src, uint32_t bytes, uint32_t) {
+inline void mbar_arrive_expect(uint32_t bar, uint32_t bytes) {
+    sim_mbar(bar).tx += bytes;
+    mbar_arrive(bar);
+}
+// In flight until the scheduler lands it (block.h); its source is read now, its destination poisoned now.
+inline void bulk_copy_tx(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
     if (dst + bytes > g_block->smem_bytes || bytes % 16 || dst % 16) __trap();
-    memcpy(g_block->smem + dst, src, bytes);
+    sim_mbar(bar);  // (an mbarrier it completes on)
+    const uint8_t* from = static_cast<const uint8_t*>(src);
+    g_cluster->copies.push_back({g_block, dst, bar, std::vector<uint8_t>(from, from + bytes)});
+    memset(g_block->smem + dst, 0xFF, bytes);
 }
-inline void bulk_store(void* dst, uint32_t src, uint32_t bytes) {  // lands at once: the waits return at once
+// Bulk stores: queued in the thread's open group; bulk_commit closes it; bulk_wait_read<N> / bulk_wait<N> land
+// (read shared memory, write global memory) the thread's groups but the N newest.
+inline void bulk_store(void* dst, uint32_t src, uint32_t bytes) {
     if (src + bytes > g_block->smem_bytes || bytes % 16 || src % 16) __trap();
-    memcpy(dst, g_block->smem + src, bytes);
+    g_block->open_stores[sim_tid()].push_back({dst, src, bytes});
 }
-inline void bulk_commit() {}
+inline void bulk_commit() {
+    auto& open = g_block->open_stores[sim_tid()];
+    g_block->store_groups[sim_tid()].push_back(std::move(open));
+    open.clear();
+}
+inline void sim_land_stores(size_t keep) {
+    auto& groups = g_block->store_groups[sim_tid()];
+    while (groups.size() > keep) {
+        for (const SimBlock::Store& s : groups.front()) memcpy(s.dst, g_block->smem + s.src, s.bytes);
+        groups.erase(groups.begin());
+    }
+}
 template <int N>
-inline void bulk_wait_read() {}
+inline void bulk_wait_read() {
+    sim_land_stores(N);
+}
 template <int N>
-inline void bulk_wait() {}
+inline void bulk_wait() {
+    sim_land_stores(N);
+}
 inline void mbar_wait(uint32_t bar, uint32_t parity) {
     while ((sim_mbar(bar).phases & 1) == parity) sim_yield();
 }
