@@ -226,6 +226,8 @@ struct SimError : std::runtime_error {
     _longjmp(g_cluster->sched, 1);
 }
 
+inline bool g_grid_reversed = false;  // (run_grid)
+
 // Run `body` (the kernel, for the current thread) as the blocks `first`, first + 1 .. (along x) of `grid`, one
 // cluster, `threads` threads each (1-D), each with `smem_bytes` of zeroed dynamic shared memory.
 inline void run_cluster(const std::function<void()>& body, dim3 first, int n_blocks, dim3 grid, int threads,
@@ -268,7 +270,8 @@ inline void run_cluster(const std::function<void()>& body, dim3 first, int n_blo
         const long before = C.progress;
         bool ran = false;
         for (auto& B : C.blocks) {
-            for (int i = 0; i < threads; i++) {
+            for (int k = 0; k < threads; k++) {
+                const int i = g_grid_reversed ? threads - 1 - k : k;  // (reversed: the last warps lead)
                 SimBlock::Thread& t = B->th[i];
                 if (t.done || t.wait != -1) continue;
                 g_block = B.get();
@@ -320,8 +323,9 @@ inline void run_cluster(const std::function<void()>& body, dim3 first, int n_blo
 
 // A whole launch: clusters of `cluster` blocks along x (1: every block alone), in grid order, or along x in reverse
 // (g_grid_reversed: a GPU runs blocks in no set order, and a kernel whose blocks meet by arrival counts must give the
-// same sums whichever block arrives last; in grid order the highest block always would).
-inline bool g_grid_reversed = false;
+// same sums whichever block arrives last; in grid order the highest block always would). Reversed, each sweep of
+// run_cluster also runs a block's threads from the last down (its last warp, warpgroup, lane first).
+
 inline void run_grid(const std::function<void()>& body, dim3 grid, int threads, uint32_t smem_bytes, int cluster = 1) {
     const unsigned clusters = (grid.x + cluster - 1) / cluster;
     for (unsigned z = 0; z < grid.z; z++)

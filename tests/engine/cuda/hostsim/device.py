@@ -80,6 +80,7 @@ class SimGpu(DeviceHelpers):
 
     @contextmanager
     def blocks_in_reverse(self) -> Iterator[None]:
+        """Launches inside run their blocks (clusters) last first, and each block's threads last first."""
         self.lib.qtui_sim_grid_reversed(1)
         try:
             yield
