@@ -39,16 +39,23 @@ MUTATIONS = [
 ]
 
 
-@pytest.mark.parametrize("mutation", MUTATIONS, ids=[m[3] for m in MUTATIONS])
-def test_the_simulator_fails_a_broken_kernel(tmp_path: Path, mutation, monkeypatch):
-    name, text, replacement, _ = mutation
-    for src in [*PTX_DIR.glob("*.cuh"), PTX_DIR / "gemv_q8_0.cu"]:
+def _mutated(
+    tmp_path: Path, name: str, text: str, replacement: str, only: tuple[str, ...], defines: tuple[str, ...] = ()
+) -> SimGpu:
+    """The simulator over a copy of ptx/'s headers and the kernel files `only`, with `text` in `name` replaced."""
+    for src in [*PTX_DIR.glob("*.cuh"), *(PTX_DIR / f for f in only)]:
         shutil.copy(src, tmp_path / src.name)
     target = tmp_path / name
     source = target.read_text()
     assert source.count(text) == 1, f"{name} no longer holds {text!r}: update the mutation"
     target.write_text(source.replace(text, replacement))
-    broken = SimGpu(ptx_dir=tmp_path, only=("gemv_q8_0.cu",))
+    return SimGpu(defines, ptx_dir=tmp_path, only=only)
+
+
+@pytest.mark.parametrize("mutation", MUTATIONS, ids=[m[3] for m in MUTATIONS])
+def test_the_simulator_fails_a_broken_kernel(tmp_path: Path, mutation, monkeypatch):
+    name, text, replacement, _ = mutation
+    broken = _mutated(tmp_path, name, text, replacement, ("gemv_q8_0.cu",))
     with pytest.raises((AssertionError, SimError)):
         test_gemv.test_swiglu_gemv_matches_oracle_and_is_row_invariant(broken, "q8_0", "across", monkeypatch)
 
@@ -84,18 +91,8 @@ HALF_MUTATIONS = [
 @pytest.mark.parametrize("mutation", HALF_MUTATIONS, ids=[m[2] for m in HALF_MUTATIONS])
 def test_the_simulator_fails_a_broken_half_release(tmp_path: Path, mutation, monkeypatch):
     text, replacement, _ = mutation
-    for src in [
-        *PTX_DIR.glob("*.cuh"),
-        PTX_DIR / "gemv_q4_k.cu",
-        PTX_DIR / "repack.cu",
-        PTX_DIR / "gemm_stage.cu",
-    ]:  # (repack: the weights)
-        shutil.copy(src, tmp_path / src.name)
-    target = tmp_path / "gemm.cuh"
-    source = target.read_text()
-    assert source.count(text) == 1, f"gemm.cuh no longer holds {text!r}: update the mutation"
-    target.write_text(source.replace(text, replacement))
-    broken = SimGpu(("GEMM_HALF_RELEASE=1",), ptx_dir=tmp_path, only=("gemv_q4_k.cu", "repack.cu", "gemm_stage.cu"))
+    only = ("gemv_q4_k.cu", "repack.cu", "gemm_stage.cu")  # (repack: the weights)
+    broken = _mutated(tmp_path, "gemm.cuh", text, replacement, only, ("GEMM_HALF_RELEASE=1",))
     # (rows that read a copy's poisoned bytes differ; a copy never waited for is still in flight at the block's end)
     with pytest.raises((AssertionError, SimError), match="differ from m=1|bulk copies in flight"):
         test_gemv.test_every_row_count_is_bitwise_the_single_row(broken, "q4_k", 1280, 2560, "two", monkeypatch)
@@ -113,13 +110,6 @@ DELTA_MUTATIONS = [
 @pytest.mark.parametrize("mutation", DELTA_MUTATIONS, ids=[m[2] for m in DELTA_MUTATIONS])
 def test_the_simulator_fails_a_broken_delta_rule(tmp_path: Path, mutation):
     text, replacement, _ = mutation
-    for src in [*PTX_DIR.glob("*.cuh"), PTX_DIR / "deltanet.cu"]:
-        shutil.copy(src, tmp_path / src.name)
-    target = tmp_path / "deltanet.cu"
-    source = target.read_text()
-    assert source.count(text) == 1, f"deltanet.cu no longer holds {text!r}: update the mutation"
-    target.write_text(source.replace(text, replacement))
-    broken = SimGpu(ptx_dir=tmp_path, only=("deltanet.cu",))
-    with pytest.raises((AssertionError, SimError)) as failed:
+    broken = _mutated(tmp_path, "deltanet.cu", text, replacement, ("deltanet.cu",))
+    with pytest.raises((AssertionError, SimError)):
         test_layers.test_conv_and_delta_step_over_three_steps(broken, 64, 3)
-    print(mutation[2], "->", str(failed.value).splitlines()[0][:200])

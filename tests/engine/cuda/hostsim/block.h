@@ -4,9 +4,10 @@
 // barriers). The schedule is round robin and deterministic, and a wait nobody will end is reported (abort)
 // instead of hanging. A bulk copy into shared memory lands as late as it can: only once every thread of the cluster
 // waits (a sweep without progress), one copy at a time, oldest first; until then its bytes there are 0xFF (NaN in
-// every float format), so a read of a copy's bytes that does not wait for its mbarrier reads them. The blocks of one thread-block cluster run together (their threads interleave); clusters,
-// and blocks launched without one, run one after another: no kernel here waits for a block outside its cluster
-// (their cross-block handshakes are counters whose last arrival does the work).
+// every float format), so a read of a copy's bytes that does not wait for its mbarrier reads them. The blocks of one
+// thread-block cluster run together (their threads interleave); clusters, and blocks launched without one, run one
+// after another: no kernel here waits for a block outside its cluster (their cross-block handshakes are counters
+// whose last arrival does the work).
 #pragma once
 #include <setjmp.h>
 #include <sys/mman.h>
@@ -288,11 +289,12 @@ inline void run_cluster(const std::function<void()>& body, dim3 first, int n_blo
             }
             if (!g_trap.empty()) break;
         }
-        if (g_trap.empty() && (!ran || C.progress == before) && !C.copies.empty()) {  // all wait: a copy lands
+        const bool stuck = g_trap.empty() && (!ran || C.progress == before);  // all wait, or only poll
+        if (stuck && !C.copies.empty()) {  // a copy lands
             sim_land_copy(C);
             continue;
         }
-        if (g_trap.empty() && (!ran || C.progress == before)) {  // all wait, or only poll for what nobody will do
+        if (stuck) {  // for what nobody will do
             std::string what = "deadlock in the cluster of block (" + std::to_string(first.x) + ", " +
                                std::to_string(first.y) + ", " + std::to_string(first.z) + "):";
             for (auto& B : C.blocks) {
@@ -325,7 +327,6 @@ inline void run_cluster(const std::function<void()>& body, dim3 first, int n_blo
 // (g_grid_reversed: a GPU runs blocks in no set order, and a kernel whose blocks meet by arrival counts must give the
 // same sums whichever block arrives last; in grid order the highest block always would). Reversed, each sweep of
 // run_cluster also runs a block's threads from the last down (its last warp, warpgroup, lane first).
-
 inline void run_grid(const std::function<void()>& body, dim3 grid, int threads, uint32_t smem_bytes, int cluster = 1) {
     const unsigned clusters = (grid.x + cluster - 1) / cluster;
     for (unsigned z = 0; z < grid.z; z++)

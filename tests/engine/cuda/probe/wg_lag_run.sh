@@ -30,14 +30,11 @@ if [ "$1" = build ]; then
   build fi2 -DGEMM_FOLD_INFLIGHT=2
   for lag in 8 16 24; do build half$lag -DGEMM_HALF_RELEASE=1 -DGEMM_WG_LAG=$lag; done
   build half16m4 -DGEMM_HALF_RELEASE=1 -DGEMM_WG_LAG=16 -DGEMM_PROBE_LAG_MIN_UNITS=4
-  for v in dtrace:-DDELTA_TRACE dtcopy:"-DDELTA_TRACE -DDELTA_PROBE_COPY"; do
+  for v in dcopy:-DDELTA_PROBE_COPY dlag:-DDELTA_PROBE_BLOCK_LAG=16 dtrace:-DDELTA_TRACE \
+           dtcopy:"-DDELTA_TRACE -DDELTA_PROBE_COPY"; do  # name:defines (the delta rule's module)
     rm -rf ".ptxvar/${v%%:*}"; mkdir -p ".ptxvar/${v%%:*}"
     nvcc -ptx -arch=sm_90a -O3 -std=c++17 -I ptx ${v#*:} ptx/deltanet.cu -o ".ptxvar/${v%%:*}/deltanet.ptx" || exit 1
   done
-  rm -rf .ptxvar/dcopy; mkdir -p .ptxvar/dcopy
-  nvcc -ptx -arch=sm_90a -O3 -std=c++17 -I ptx -DDELTA_PROBE_COPY ptx/deltanet.cu -o .ptxvar/dcopy/deltanet.ptx || exit 1
-  rm -rf .ptxvar/dlag; mkdir -p .ptxvar/dlag
-  nvcc -ptx -arch=sm_90a -O3 -std=c++17 -I ptx -DDELTA_PROBE_BLOCK_LAG=16 ptx/deltanet.cu -o .ptxvar/dlag/deltanet.ptx || exit 1
   exit 0
 fi
 source tests/engine/cuda/gpu_env.sh
