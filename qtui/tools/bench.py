@@ -267,7 +267,7 @@ def profile_step(
         engine._stage(0, slots, tokens)
     engine.acts.step.upload(engine._staging.array[0], engine.stream)
     plan = engine._plan(m, head, m) if prefill else engine._plan(m, "all")
-    groups: dict[str, list[drv.Kernel]] = {"whole step": plan}
+    groups: dict[str, list[drv.Site]] = {"whole step": plan}
     for k in plan:
         groups.setdefault(k.name, []).append(k)
     cache, e0, e1 = GraphCache(engine.stream), drv.Event(), drv.Event()

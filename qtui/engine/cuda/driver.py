@@ -242,6 +242,30 @@ class PinnedArray:
             self.ptr = 0
 
 
+class RowGather:
+    """A step's site that is a copy, not a kernel: `rows` rows of `row_bytes` each, taken every `src_pitch` bytes
+    from `src`, packed at `dst`. One cuMemcpy2DAsync, so it launches and is captured (one graph node) as a Kernel
+    is, and the kernel after it simply waits for it (no PDL edge)."""
+
+    __slots__ = ("name", "dst", "src", "row_bytes", "src_pitch", "rows", "pdl")
+
+    def __init__(self, name: str, dst: int, src: int, row_bytes: int, src_pitch: int, rows: int) -> None:
+        assert rows >= 1 and 0 < row_bytes <= src_pitch, (name, rows, row_bytes, src_pitch)
+        self.name, self.dst, self.src, self.rows = name, int(dst), int(src), rows
+        self.row_bytes, self.src_pitch, self.pdl = row_bytes, src_pitch, False
+
+    def launch(self, stream: Any) -> None:
+        cu = _cu()
+        c = cu.CUDA_MEMCPY2D()
+        c.srcMemoryType = c.dstMemoryType = cu.CUmemorytype.CU_MEMORYTYPE_DEVICE
+        c.srcDevice, c.srcPitch, c.dstDevice, c.dstPitch = self.src, self.src_pitch, self.dst, self.row_bytes
+        c.WidthInBytes, c.Height = self.row_bytes, self.rows
+        check(cu.cuMemcpy2DAsync(c, stream), f"cuMemcpy2DAsync({self.name})")
+
+
+Site = Kernel | RowGather  # what a step's launch list holds
+
+
 def copy_on_device(dst: int, src: int, nbytes: int, stream: Any) -> None:
     """Stream-ordered copy between two device addresses."""
     check(_cu().cuMemcpyDtoDAsync(dst, src, nbytes, stream), "cuMemcpyDtoDAsync")

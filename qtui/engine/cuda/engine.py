@@ -25,6 +25,7 @@ from qtui.engine.cuda import sampler as sampling_glue
 from qtui.engine.cuda.ahead import DecodeRing, Submitted
 from qtui.engine.cuda.graphs import GraphCache
 from qtui.engine.cuda.kernels import ATTN_PIECE, MAX_HEAD_DIM, KernelTable
+from qtui.engine.cuda.prefill_runs import RunStep, plan_runs
 from qtui.engine.cuda.step import F32_BYTES, Activations, Head, Pools, build_step
 from qtui.engine.cuda.weights import DeviceWeights
 from qtui.engine.sampling import Choice, SamplingParams
@@ -82,12 +83,13 @@ class CudaEngine(SlotBook):
         n_images = (max_context + prefill_chunk - 1) // prefill_chunk
         self._staging = drv.PinnedArray((n_images, 3, self.acts.rows), np.int32)  # a step image per chunk
         self._out_host = drv.PinnedArray((self.max_rows,), np.int32)
+        self._runs_out_host = drv.PinnedArray((n_images, self.max_rows), np.int32)  # prefill_batch: a row a step
         self._logits_host = drv.PinnedArray((self.max_rows, cfg.n_vocab), np.float32)
         self.graphs = GraphCache(self.stream)
         self.sampler = sampling_glue.Sampler(
             self.kernels, self.stream, cfg.n_vocab, max_slots, self.max_rows, max_context
         )
-        self._plans: dict[tuple[int, Head, int], list[drv.Kernel]] = {}
+        self._plans: dict[tuple[int, Head, int], list[drv.Site]] = {}
         # decode steps queued ahead of the host (ahead.py)
         self.ring = DecodeRing(self.max_rows, self.acts.rows, sampling_glue.ROW_DTYPE)
         self.decode_ahead = DECODE_AHEAD
@@ -129,7 +131,7 @@ class CudaEngine(SlotBook):
 
     # --- steps ---
 
-    def _plan(self, m: int, head: Head, run: int = 1) -> list[drv.Kernel]:
+    def _plan(self, m: int, head: Head, run: int = 1) -> list[drv.Site]:
         """The step's launch list; run = rows per slot run (1: decode, m: a prefill chunk of one slot)."""
         key = (m, head, run)
         if key not in self._plans:
@@ -296,6 +298,77 @@ class CudaEngine(SlotBook):
     def prefill(self, slot: int, tokens: Sequence[int], sampling: SamplingParams | None = None) -> int:
         return self._prefill(slot, tokens, False, sampling)[0]
 
+    def prefill_batch(self, pieces: Sequence[tuple[int, Sequence[int]]],
+                      sampling: Sequence[SamplingParams | None] | None = None) -> list[int]:  # fmt: skip
+        return self._prefill_batch(pieces, sampling, False)[0]
+
+    def prefill_batch_logits(self, pieces: Sequence[tuple[int, Sequence[int]]]) -> np.ndarray:
+        """As prefill_batch, returning each piece's logits after its last token: [pieces, n_vocab] float32."""
+        logits = self._prefill_batch(pieces, None, True)[1]
+        assert logits is not None
+        return logits
+
+    def _prefill_batch(
+        self,
+        pieces: Sequence[tuple[int, Sequence[int]]],
+        sampling: Sequence[SamplingParams | None] | None,
+        want_logits: bool,
+    ) -> tuple[list[int], np.ndarray | None]:
+        """Several slots' prompt pieces in shared steps (prefill_runs.py): each piece's next token (and logits) are
+        bitwise what `prefill` gives it alone, since every kernel computes a row from its own slot's run."""
+        drv.primary_context()
+        slots = [int(s) for s, _ in pieces]
+        assert len(set(slots)) == len(slots), f"prefill_batch slots must be distinct: {slots}"
+        ids = [self._check_prefill(s, t) for s, t in pieces]  # every piece checked before any state moves
+        picks = [None if p is None or p.is_greedy else p for p in (sampling or [None] * len(ids))]
+        starts = [int(self._length[s]) for s in slots]
+        for slot, piece in zip(slots, ids):
+            self.ring.forget(slot)  # its next input is the prompt's, not its last decode step's output
+            self._length[slot] += len(piece)
+        steps = plan_runs([len(p) for p in ids], self.prefill_chunk, self.max_rows)
+        tokens = [0] * len(ids)
+        logits = np.zeros((len(ids), self.config.n_vocab), np.float32) if want_logits else None
+        images = self._staging.array.shape[0]
+        for g in range(0, len(steps), images):  # a group's images all staged first: its queued copies read them
+            group = steps[g : g + images]
+            for image, st in enumerate(group):
+                rows = [(slots[i], ids[i][at + r], starts[i] + at + r) for i, at in st.parts for r in range(st.run)]
+                row_slots, row_tokens, row_pos = zip(*rows)
+                self._stage(image, row_slots, row_tokens, row_pos)
+            for image, st in enumerate(group):
+                self._run_runs(image, st, slots, ids, picks, logits)
+            drv.sync(self.stream)
+            for image, st in enumerate(group):
+                for r, i in self._finals(st, ids):
+                    tokens[i] = int(self._runs_out_host.array[image, r])
+        return tokens, logits
+
+    @staticmethod
+    def _finals(st: RunStep, ids: list[list[int]]) -> list[tuple[int, int]]:
+        """(run, piece) of the runs of `st` that end their piece."""
+        return [(r, i) for r, (i, at) in enumerate(st.parts) if at + st.run == len(ids[i])]
+
+    def _run_runs(self, image: int, st: RunStep, slots: list[int], ids: list[list[int]],
+                  picks: list[SamplingParams | None], logits: np.ndarray | None) -> None:  # fmt: skip
+        """One step of prefill_batch on staged image `image`: the LM head on its runs' last rows where a run ends
+        its piece (run 1: every row, as a decode step's graph), each such run's token into row `image` of the
+        pinned output."""
+        finals = self._finals(st, ids)
+        self._launch_step(st.m, ("all" if st.run == 1 else "last") if finals else "none", st.run, image)
+        if not finals:
+            return
+        for r, i in finals:
+            if (pick := picks[i]) is not None:  # sampled: overwrite the argmax in out_tokens[r]
+                sampling_glue.after_prefill(self, slots[i], ids[i], r, pick)
+                drv.sync(self.stream)  # (the sampler's pinned staging is rewritten by the next one)
+        self.acts.out_tokens.download(self._runs_out_host.array[image, : len(st.parts)], self.stream)
+        if logits is not None:
+            n_vocab = self.config.n_vocab
+            for r, i in finals:
+                self.acts.bufs["logits"].download(self._logits_host.array[:1], self.stream, offset=4 * r * n_vocab)
+                drv.sync(self.stream)
+                logits[i] = self._logits_host.array[0]
+
     def prefill_logits(self, slot: int, tokens: Sequence[int]) -> np.ndarray:
         logits = self._prefill(slot, tokens, True)[1]
         assert logits is not None
@@ -326,7 +399,7 @@ class CudaEngine(SlotBook):
         self.acts.free()
         for buf in (self.pools.conv, self.pools.S, self.pools.k, self.pools.v):
             buf.free()
-        for pin in (self._staging, self._out_host, self._logits_host):
+        for pin in (self._staging, self._out_host, self._runs_out_host, self._logits_host):
             pin.free()
         self.ring.free()
         self.sampler.free()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from qtui.engine.cuda.driver import Kernel, check
+from qtui.engine.cuda.driver import Site, check
 from qtui.engine.cuda.step import Head
 
 GraphKey = tuple[int, Head, int]  # (m rows, LM head "none" | "all" | "last", rows per slot run)
@@ -36,7 +36,7 @@ class GraphCache:
     def __len__(self) -> int:
         return len(self._graphs)
 
-    def capture(self, key: GraphKey, kernels: list[Kernel]) -> None:
+    def capture(self, key: GraphKey, kernels: list[Site]) -> None:
         cu = _cu()
         mode = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
         check(cu.cuStreamBeginCapture(self.stream, mode), "cuStreamBeginCapture")

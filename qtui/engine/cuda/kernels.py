@@ -746,9 +746,10 @@ class KernelTable:
         run: int = 1,
     ) -> Kernel:
         """part [m][n_head][n_pieces][hd+2]. Decode (run 1): attn_partial, grid (piece blocks, n_head, m), 256
-        threads (attn_piece_blocks unless given: no choice changes a bit). A run of m rows of one slot at
-        consecutive positions (run == m > 1, a prefill chunk): attn_partial_run, the same bits with each K / V
-        piece read once per block of queries (attn_run_grid)."""
+        threads (attn_piece_blocks unless given: no choice changes a bit). Runs of rows of one slot at consecutive
+        positions (run > 1: a prefill chunk, or several slots' pieces side by side): attn_partial_run, the same bits
+        with each K / V piece read once per block of queries (attn_run_grid), where no block's rows cross from one
+        run into the next (one run, or runs a whole number of blocks long); else attn_partial."""
         args: list[KernelArg] = [
             (q, P),
             (k_cache, P),
@@ -762,9 +763,8 @@ class KernelTable:
             (hd, I32),
             (n_pieces, I32),
         ]
-        if run > 1 and ATTN_RUN:
-            assert run == m, "attn_partial_run takes the rows of one slot"
-            grid, rows = attn_run_grid(n_pieces, n_head, n_kv, m)
+        grid, rows = attn_run_grid(n_pieces, n_head, n_kv, m) if run > 1 else ((1, 1, 1), 1)
+        if run > 1 and ATTN_RUN and (run == m or run % rows == 0):
             if piece_blocks is not None:
                 grid = (piece_blocks, grid[1], grid[2])
             args += [(m, I32), (rows, I32)]

@@ -16,14 +16,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from qtui.engine.cuda.driver import DeviceBuffer, Kernel
+from qtui.engine.cuda.driver import DeviceBuffer, Kernel, RowGather, Site
 from qtui.engine.cuda.kernels import ATTN_PIECE, MMA_TYPES, ConvIn, KernelTable, Split
 from qtui.engine.cuda.weights import DeviceWeights
 from qtui.model.config import Qwen35Config
 
 F32_BYTES = 4
 # Which rows get the final norm, the LM head and the argmax: none (prefill chunks before the last), all m rows
-# (decode), or only the last row (the last prefill chunk: its logits land in row 0).
+# (decode), or the last row of each slot run (a prefill step: one run's last chunk, or several slots' pieces side
+# by side, CudaEngine.prefill_batch; run r's logits land in row r).
 Head = Literal["none", "all", "last"]
 # Projection outputs by tensor suffix (weights.SHARED_INPUT) -> activation buffer.
 PROJECTION_OUT = {"attn_qkv": "qkv", "attn_gate": "z", "ssm_beta": "b", "ssm_alpha": "a",
@@ -69,7 +70,7 @@ class Activations:
             "h": cfg.n_embd, "qkv": cfg.conv_dim, "conv_out": cfg.conv_dim, "z": cfg.value_dim,
             "a": cfg.ssm_dt_rank, "b": cfg.ssm_dt_rank, "qg": 2 * cfg.n_head * hd, "kb": cfg.n_head_kv * hd,
             "vb": cfg.n_head_kv * hd, "qr": cfg.n_head * hd, "part": cfg.n_head * n_pieces * (hd + 2),
-            "g": cfg.n_ff, "u": cfg.n_ff,
+            "g": cfg.n_ff, "u": cfg.n_ff, "h_last": cfg.n_embd,  # h_last: the runs' last rows (build_step)
             # the delta rule's prefill pipeline (kernels.py delta_rule)
             "qk_n": 2 * cfg.ssm_n_group * cfg.d_k, "gates": 2 * cfg.ssm_dt_rank, "o_raw": cfg.value_dim,
         }  # fmt: skip
@@ -117,12 +118,13 @@ def build_step(
     head: Head,
     max_ctx: int,
     run: int,
-) -> list[Kernel]:
+) -> list[Site]:
     """Launch sites of one step for rows 0..m-1 (see `Head` for the LM head).
     run: rows per slot run for the recurrent state, 1 for decode (m slots), m for a prefill chunk (one slot)."""
     D, eps = cfg.n_embd, cfg.rms_eps
+    assert run >= 1 and m % run == 0 and (head != "last" or m // run <= A.head_rows), (m, head, run)
     emb = W.matrices["token_embd.weight"]
-    ks = [kt.embed(qtype=emb.qtype, m=m, table=emb.ptr, tokens=A.tokens(), out=A["h"], n_embd=D)]
+    ks: list[Site] = [kt.embed(qtype=emb.qtype, m=m, table=emb.ptr, tokens=A.tokens(), out=A["h"], n_embd=D)]
     gdn_i = attn_i = 0
     xn = kt.staged(A.split("xn"), m)  # (each GEMM reads x before the next producer writes the staged buffer)
     for i in range(cfg.n_layer):
@@ -138,7 +140,10 @@ def build_step(
         ks += _ffn(kt, cfg, W, A, m, p)
     if head != "none":
         out = W.matrices["token_embd.weight" if cfg.tied_embeddings else "output.weight"]
-        rows, h_row = (m, A["h"]) if head == "all" else (1, A["h"] + (m - 1) * D * F32_BYTES)
+        rows, h_row = (m, A["h"]) if head == "all" else (m // run, A["h"] + (run - 1) * D * F32_BYTES)
+        if head == "last" and 1 < rows < m:  # several runs: their last rows side by side for the head
+            ks.append(RowGather("gather_last_rows", A["h_last"], h_row, D * F32_BYTES, run * D * F32_BYTES, rows))
+            h_row = A["h_last"]
         xh = kt.staged(A.split("xn"), rows)
         ks.append(kt.rmsnorm(m=rows, x=h_row, w=W.vectors["output_norm.weight"], out=xh, eps=eps))
         ks += kt.gemv(qtype=out.qtype, w=out.ptr, x=xh, outputs=[(A["logits"], cfg.n_vocab)], m=rows)

@@ -95,6 +95,33 @@ def test_simulated_chunked_prefill_is_bitwise_token_by_token(engine):
     assert np.array_equal(chunked.view(np.uint32), fed.view(np.uint32))
 
 
+@pytest.fixture(scope="module")
+def batch_engine(sim_driver, make_model):
+    """Chunks of 32 rows: pieces of 16 run side by side through attn_partial_run (blocks of 16 rows on the tiny
+    model's 2-head groups), shorter digits through attn_partial; runs > 1 through the delta rule's pipeline."""
+    from qtui.engine.cuda.engine import CudaEngine
+    from qtui.model.gguf_file import GGUFModel
+
+    eng = CudaEngine(
+        GGUFModel.open(make_model("tiny-tiled", "q4_k_m")), max_slots=5, max_context=96, progress=False,
+        prefill_chunk=32,
+    )  # fmt: skip
+    yield eng
+    eng.close()
+
+
+@pytest.mark.parametrize("lengths,lead", [([16, 16], 0), ([5, 16, 3, 1], 0), ([11, 40], 9)])
+def test_simulated_prefill_batch_is_bitwise_each_piece_alone(batch_engine, lengths, lead):
+    test_prefill.check_prefill_batch(batch_engine, lengths, lead, n_new=3)
+
+
+def test_simulated_sampled_prefill_batch_picks_each_piece_alone(batch_engine):
+    from qtui.engine.sampling import SamplingParams
+
+    sampling = SamplingParams(temperature=0.9, top_p=0.95, repetition_penalty=1.3, seed=77)
+    test_prefill.check_prefill_batch(batch_engine, [6, 3, 2], sampling=sampling, n_new=2)
+
+
 @pytest.mark.parametrize("gemm_blocks", [None, 3])
 def test_simulated_prefill_through_gemms_staged_by_their_producers(sim_driver, make_model, monkeypatch, gemm_blocks):
     """Prefill chunks of 20 rows through the GEMM (forced here: GEMM_DECODE_MIN_UNITS 0), which reads x as its

@@ -54,7 +54,11 @@ def _one_by_one(eng, slot: int, prompt: list[int]) -> np.ndarray:
 
 
 def _greedy(eng, slot: int, logits: np.ndarray, n: int = N_NEW) -> list[int]:
-    out = [int(np.argmax(logits))]
+    return _greedy_from(eng, slot, int(np.argmax(logits)), n)
+
+
+def _greedy_from(eng, slot: int, first: int, n: int) -> list[int]:
+    out = [first]
     while len(out) < n:
         out += eng.decode([slot], [out[-1]])
     return out
@@ -129,6 +133,52 @@ def test_graph_prefill_bitwise_equals_eager(engine, n):
     eager, graph = results
     assert np.isfinite(eager).all()
     assert np.array_equal(_bits(eager), _bits(graph)), f"n={n}: chunked prefill graph != eager"
+
+
+def check_prefill_batch(eng, lengths: list[int], lead: int = 0, sampling=None, n_new: int = 4) -> None:
+    """prefill_batch of one piece per slot (after `lead` tokens each slot prefilled alone) equals each piece fed
+    alone by `prefill`: the logits bitwise (greedy) or the sampled token, then the greedy continuations. A later
+    piece starts in fresh slots that other pieces' states surround."""
+    prompts = [_prompt(eng, lead + n) for n in lengths]
+    slots = [eng.alloc_slot() for _ in lengths]
+    for s, p in zip(slots, prompts):
+        if lead:
+            eng.prefill(s, p[:lead])
+    pieces = [(s, p[lead:]) for s, p in zip(slots, prompts)]
+    if sampling is None:
+        batch = eng.prefill_batch_logits(pieces)
+        firsts = [int(np.argmax(row)) for row in batch]
+        assert np.isfinite(batch).all()
+    else:
+        firsts = eng.prefill_batch(pieces, [sampling] * len(pieces))
+    for i, (slot, prompt) in enumerate(zip(slots, prompts)):
+        alone = eng.alloc_slot()
+        if lead:
+            eng.prefill(alone, prompt[:lead])
+        if sampling is None:
+            solo = eng.prefill_logits(alone, prompt[lead:])
+            assert np.array_equal(_bits(batch[i]), _bits(solo)), f"{lengths}: piece {i} != its prefill alone"
+            first = int(np.argmax(solo))
+        else:
+            first = eng.prefill(alone, prompt[lead:], sampling)
+        assert firsts[i] == first, f"{lengths}: piece {i}'s next token {firsts[i]} != {first} alone"
+        cont = _greedy_from(eng, alone, first, n_new)
+        eng.free_slot(alone)
+        assert _greedy_from(eng, slot, first, n_new) == cont, f"{lengths}: piece {i}'s continuation differs"
+    for s in slots:
+        eng.free_slot(s)
+
+
+@pytest.mark.parametrize("lengths,lead", [([5, 16, 3], 0), ([16, 16, 16], 0), ([40, 9], 0), ([7, 1, 24], 19)])
+def test_prefill_batch_is_bitwise_each_piece_alone(engine, lengths, lead):
+    check_prefill_batch(engine, lengths, lead)
+
+
+def test_sampled_prefill_batch_picks_each_piece_alone(engine):
+    from qtui.engine.sampling import SamplingParams
+
+    sampling = SamplingParams(temperature=0.9, top_p=0.95, repetition_penalty=1.3, seed=1234)
+    check_prefill_batch(engine, [6, 13, 2], sampling=sampling)
 
 
 def test_chunked_prefill_matches_reference(make_model):

@@ -49,6 +49,7 @@ CUlaunchAttributeID = _Names(
 CUstream_flags = _Names("CU_STREAM_NON_BLOCKING")
 CUstreamCaptureMode = _Names("CU_STREAM_CAPTURE_MODE_THREAD_LOCAL")
 CUevent_flags = _Names("CU_EVENT_DEFAULT", "CU_EVENT_DISABLE_TIMING")
+CUmemorytype = _Names("CU_MEMORYTYPE_DEVICE")
 # an H200's, where a launch plan asks (kernels.py sizes its grids by the SM count)
 _ATTRIBUTES = {"CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT": 132}
 CUdevice_attribute = _Names(*_ATTRIBUTES)
@@ -71,6 +72,12 @@ class CUlaunchAttribute:
         self.value = SimpleNamespace(
             programmaticStreamSerializationAllowed=0, clusterDim=SimpleNamespace(x=1, y=1, z=1)
         )
+
+
+class CUDA_MEMCPY2D:
+    def __init__(self) -> None:
+        self.srcMemoryType = self.dstMemoryType = None
+        self.srcDevice = self.dstDevice = self.srcPitch = self.dstPitch = self.WidthInBytes = self.Height = 0
 
 
 class Stream:
@@ -231,6 +238,23 @@ def cuMemcpyHtoDAsync(dst: int, src: int, n: int, stream: Any) -> tuple[CUresult
 
 cuMemcpyDtoHAsync = cuMemcpyHtoDAsync
 cuMemcpyDtoDAsync = cuMemcpyHtoDAsync
+
+
+def cuMemcpy2DAsync(c: CUDA_MEMCPY2D, stream: Any) -> tuple[CUresult]:
+    """Device to device only (what qtui asks); the parameters are read now, as the driver copies them."""
+    if c.srcMemoryType is not CUmemorytype.CU_MEMORYTYPE_DEVICE or c.dstMemoryType is not c.srcMemoryType:
+        return (CUresult.CUDA_ERROR_INVALID_VALUE,)
+    if c.WidthInBytes > min(c.srcPitch, c.dstPitch) and c.Height > 1:
+        return (CUresult.CUDA_ERROR_INVALID_VALUE,)
+    src, dst, sp, dp, w, h = (
+        int(v) for v in (c.srcDevice, c.dstDevice, c.srcPitch, c.dstPitch, c.WidthInBytes, c.Height)
+    )
+
+    def copy_rows() -> None:
+        for r in range(h):
+            _copy(dst + r * dp, src + r * sp, w)
+
+    return _do(stream, copy_rows)
 
 
 def cuMemsetD32Async(ptr: int, value: int, count: int, stream: Any) -> tuple[CUresult]:
