@@ -222,15 +222,16 @@ class Scheduler:
 
     def _prefill(self, reqs: list[Request], out: list[ev.Event], budget: int | None = None) -> None:
         """Feed up to `budget` (default `max_prefill_tokens`) prompt tokens in all, to `reqs` in order (admission
-        order)."""
+        order). With an engine that batches prefill (`prefill_batch`), the pieces that want no logprobs go in one
+        call, so a step's cost follows its tokens, not its number of prompts (64 one-token prompts: one step)."""
         budget = budget or self.max_prefill_tokens
         align = min(self.prefill_align, budget)
+        pieces: list[tuple[Request, list[int]]] = []
         for req in reqs:
             if budget == 0:
                 break
             if req.status is not Status.PREFILL:
                 continue
-            assert req.slot is not None
             start = req.num_prefilled
             n = min(len(req.prompt) - start, budget)
             if start + n < len(req.prompt):
@@ -238,16 +239,34 @@ class Scheduler:
             if n == 0:
                 continue
             budget -= n
-            chunk = req.prompt[start : start + n]
-            t0 = time.perf_counter()
-            nxt, choice = self._prefill_call(req, chunk, start)
-            ms = (time.perf_counter() - t0) * 1e3
+            pieces.append((req, req.prompt[start : start + n]))
+        done = self._prefill_together([(r, c) for r, c in pieces if not r.params.wants_choices])
+        for req, chunk in pieces:
+            assert req.slot is not None
+            choice: Choice | None = None
+            if req.rid in done:
+                nxt, ms = done[req.rid]
+            else:
+                t0 = time.perf_counter()
+                nxt, choice = self._prefill_call(req, chunk, req.num_prefilled)
+                ms = (time.perf_counter() - t0) * 1e3
             req.num_prefilled += len(chunk)
             if not req.is_verification:
                 out.append(ev.Prefilled(self.clock(), req.rid, req.slot, len(chunk), ms))
             if req.num_prefilled == len(req.prompt):
                 req.status = Status.DECODE
                 self._accept(req, nxt, out, choice)
+
+    def _prefill_together(self, pieces: list[tuple[Request, list[int]]]) -> dict[str, tuple[int, float]]:
+        """Two or more pieces into one `prefill_batch` call where the engine has it: rid -> (the next token after
+        the piece, the call's ms shared out by tokens); {} where it went piece by piece."""
+        batch = getattr(self.engine, "prefill_batch", None)
+        if batch is None or len(pieces) < 2:
+            return {}
+        t0 = time.perf_counter()
+        picked = batch([(r.slot, c) for r, c in pieces], [r.params.sampling for r, _ in pieces])
+        ms_per_token = (time.perf_counter() - t0) * 1e3 / sum(len(c) for _, c in pieces)
+        return {r.rid: (t, ms_per_token * len(c)) for (r, c), t in zip(pieces, picked, strict=True)}
 
     def _prefill_call(self, req: Request, chunk: list[int], start: int) -> tuple[int, Choice | None]:
         """One prompt chunk into the engine: the plain greedy call unless the request samples or wants logprobs."""

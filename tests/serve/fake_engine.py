@@ -136,6 +136,29 @@ class FakeEngine:
         return {**out, **{k: v for k, v in chunks.items() if v is not None}}
 
 
+class BatchPrefillFakeEngine(FakeEngine):
+    """A FakeEngine with `prefill_batch` (as the CUDA engine's): several slots' pieces in one call, each piece's
+    next token what `prefill` gives it alone. `batch_calls` holds each call's (slot, tokens)."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.batch_calls: list[list[tuple[int, int]]] = []
+
+    def prefill_batch(self, pieces: Sequence[tuple[int, Sequence[int]]],
+                      sampling: Sequence[SamplingParams | None] | None = None) -> list[int]:  # fmt: skip
+        assert len({s for s, _ in pieces}) == len(pieces) >= 1, "pieces of distinct slots"
+        picks = sampling or [None] * len(pieces)
+        assert len(picks) == len(pieces)
+        self.batch_calls.append([(s, len(t)) for s, t in pieces])
+        out = []
+        for (slot, tokens), p in zip(pieces, picks):
+            assert len(tokens) >= 1
+            self._last_out.pop(slot, None)
+            self._feed(slot, tokens)
+            out.append(self._next(slot, None if p is None or p.is_greedy else p))
+        return out
+
+
 def next_token(history: list[int], n_vocab: int, sampling: SamplingParams | None = None) -> int:
     """Greedy: a hash of the slot's own history; sampled: of (seed, history), so seeds change replies."""
     if sampling is None or sampling.is_greedy:

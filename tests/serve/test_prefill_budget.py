@@ -10,7 +10,7 @@ from qtui.serve import events as ev
 from qtui.serve.request import GenerateParams
 from qtui.serve.scheduler import Scheduler
 
-from .fake_engine import FakeEngine, FakeTokenizer, solo_reply
+from .fake_engine import BatchPrefillFakeEngine, FakeEngine, FakeTokenizer, solo_reply
 from .test_scheduler import dones, rand_prompt
 
 
@@ -151,3 +151,35 @@ def test_a_long_prompt_takes_the_mixed_budget_while_others_decode_and_the_full_o
     done = dones(events)
     assert done["long"].tokens == solo_reply(long_prompt, 4, eos=None)
     assert all(done[rid].tokens == solo_reply(p, 6, eos=None) for rid, p in short.items())
+
+
+def test_pieces_of_a_step_go_to_the_engine_in_one_batch_call_with_their_sampling():
+    """An engine with prefill_batch gets a step's pieces in one call (64 prompts of one token: one call, where
+    the token budget alone would have left 64 prefill calls in that step); a request that wants logprobs still
+    goes alone; every reply, greedy and seeded sampled, is its solo reply."""
+    from qtui.engine.sampling import GREEDY, SamplingParams
+
+    rng = random.Random(7)
+    engine = BatchPrefillFakeEngine(max_slots=70, max_context=300, prefill_chunk=256, mixed_prefill_chunk=64)
+    sched = Scheduler(engine, FakeTokenizer())
+    sampled = SamplingParams(temperature=0.8, seed=99)
+    prompts = {f"r{i}": rand_prompt(rng, 1) for i in range(64)}
+    for i, (rid, p) in enumerate(prompts.items()):
+        params = GenerateParams(max_tokens=5, ignore_eos=True, sampling=sampled if i % 3 == 0 else GREEDY)
+        sched.submit(rid, p, params)
+    first = sched.step()
+    assert engine.batch_calls == [[(slot, 1) for slot in range(64)]] and engine.prefill_calls == []
+    assert [e.m for e in first if isinstance(e, ev.Step)] == [64]  # all of them decode in that same step
+    late = {"lp": rand_prompt(rng, 9), "x": rand_prompt(rng, 20), "y": rand_prompt(rng, 30)}
+    sched.submit("lp", late["lp"], GenerateParams(max_tokens=5, ignore_eos=True, sampling=SamplingParams(logprobs=2)))
+    sched.submit("x", late["x"], GenerateParams(max_tokens=5, ignore_eos=True))
+    sched.submit("y", late["y"], GenerateParams(max_tokens=5, ignore_eos=True))
+    events = first + sched.step()  # the mixed budget (64): lp alone (logprobs), x and y together
+    assert engine.batch_calls[1:] == [[(65, 20), (66, 30)]] and engine.prefill_calls == [(64, 9)]
+    assert [e.rid for e in prefilled(events)[64:]] == ["lp", "x", "y"]  # events in admission order
+    while sched.has_work:
+        events += sched.step()
+    got = {rid: d.tokens for rid, d in dones(events).items()}
+    for i, (rid, p) in enumerate(prompts.items()):
+        assert got[rid] == solo_reply(p, 5, eos=None, sampling=sampled if i % 3 == 0 else None), rid
+    assert all(got[rid] == solo_reply(p, 5, eos=None) for rid, p in late.items())
