@@ -35,6 +35,7 @@ from qtui.model.config import Qwen35Config
 
 MAX_ROWS = 64  # rows of one decode step (two 32-token passes of the GEMVs, the second reading weights from L2)
 PREFILL_CHUNK = 256  # prompt tokens per prefill step (4 GEMV passes)
+MULTI_RUN_PLANS = 64  # launch lists of prefill_batch's step shapes kept (~400 sites each)
 # Greedy decode steps queued before the host reads the previous one (ahead.py; the bench ladder and the scheduler
 # use decode_submit / decode_collect where `decode_ahead`): QTUI_DECODE_AHEAD=0 for A/B runs.
 DECODE_AHEAD = os.environ.get("QTUI_DECODE_AHEAD", "1") != "0"
@@ -90,6 +91,7 @@ class CudaEngine(SlotBook):
             self.kernels, self.stream, cfg.n_vocab, max_slots, self.max_rows, max_context
         )
         self._plans: dict[tuple[int, Head, int], list[drv.Site]] = {}
+        self._multi_run_plans: dict[tuple[int, Head, int], list[drv.Site]] = {}  # oldest use first
         # decode steps queued ahead of the host (ahead.py)
         self.ring = DecodeRing(self.max_rows, self.acts.rows, sampling_glue.ROW_DTYPE)
         self.decode_ahead = DECODE_AHEAD
@@ -132,13 +134,19 @@ class CudaEngine(SlotBook):
     # --- steps ---
 
     def _plan(self, m: int, head: Head, run: int = 1) -> list[drv.Site]:
-        """The step's launch list; run = rows per slot run (1: decode, m: a prefill chunk of one slot)."""
+        """The step's launch list; run = rows per slot run (1: decode, m: a prefill chunk of one slot, else
+        several slots' runs: the last MULTI_RUN_PLANS of those are kept, see _run_step)."""
         key = (m, head, run)
-        if key not in self._plans:
-            self._plans[key] = build_step(
+        plans = self._plans if run in (1, m) else self._multi_run_plans
+        if key in plans:
+            plans[key] = plans.pop(key)  # (the newest last)
+        else:
+            plans[key] = build_step(
                 self.kernels, self.config, self.weights, self.acts, self.pools, m, head, self.max_context, run
             )
-        return self._plans[key]
+            if len(self._multi_run_plans) > MULTI_RUN_PLANS:
+                del self._multi_run_plans[next(iter(self._multi_run_plans))]
+        return plans[key]
 
     def _launch_step(self, m: int, head: Head, run: int, image: int) -> None:
         """Copy step-buffer image `image` of the pinned staging to the device, then run the step (graph or
@@ -147,9 +155,11 @@ class CudaEngine(SlotBook):
         self._run_step(m, head, run)
 
     def _run_step(self, m: int, head: Head, run: int) -> None:
-        """The step's kernels on the step buffer as it stands (graph or eager)."""
+        """The step's kernels on the step buffer as it stands (graph or eager). Steps of several slot runs
+        (prefill_batch) launch eagerly: their shapes are many (runs x run lengths, ~2000 at a 256-row chunk) and a
+        graph each would hold memory for shapes seen once, while a prefill step's GPU time covers its launches."""
         key = (m, head, run)
-        if self.use_graphs:
+        if self.use_graphs and run in (1, m):
             if key not in self.graphs:
                 self.graphs.capture(key, self._plan(m, head, run))
             self.graphs.replay(key)
