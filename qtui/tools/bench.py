@@ -194,6 +194,36 @@ def prefill_rung(engine: Any, n: int, rng: np.random.Generator) -> dict[str, flo
     return {"prompt_tokens": n, "ttft_ms": 1e3 * ttft, "prefill_tok_s": n / ttft}
 
 
+def burst_rung(engine: Any, c: int, rng: np.random.Generator, shortest: int = 8, longest: int = 40) -> dict[str, Any]:
+    """c prompts of shortest..longest tokens arriving at once, fed one prefill call each and then, where the
+    engine has it, all in one `prefill_batch` (the scheduler's path): ms until every first token, each way. Both
+    run once untimed first on prompts of the same lengths (graph captures, launch lists)."""
+    n_vocab = engine.config.n_vocab
+    lengths = [int(n) for n in rng.integers(shortest, longest + 1, c)]
+    batch = getattr(engine, "prefill_batch", None)
+
+    def once(together: bool) -> float:
+        slots = [engine.alloc_slot() for _ in lengths]
+        pieces = [(s, _prompt(rng, n_vocab, n)) for s, n in zip(slots, lengths)]
+        t0 = time.perf_counter()
+        if batch is not None and together:
+            batch(pieces)
+        else:
+            for s, p in pieces:
+                engine.prefill(s, p)
+        ms = 1e3 * (time.perf_counter() - t0)
+        for s in slots:
+            engine.free_slot(s)
+        return ms
+
+    ways = {"one_call_each_ms": False, **({"prefill_batch_ms": True} if batch is not None else {})}
+    out: dict[str, Any] = {"prompts": c, "prompt_tokens": sum(lengths), "shortest": shortest, "longest": longest}
+    for key, together in ways.items():
+        once(together)
+        out[key] = once(together)
+    return out
+
+
 def mixed_rung(
     engine: Any, c: int, long_prompt: int, steps: int, rng: np.random.Generator, chunk: int = 0
 ) -> dict[str, float]:
@@ -312,6 +342,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     single = ladder[0] if rungs[0] == 1 else ladder_rung(engine, 1, args.steps, rng)
     prefill = prefill_rung(engine, args.prompt_len, rng)
     mixed = mixed_rung(engine, max(rungs), long_prompt, args.steps, rng, args.mixed_chunk) if long_prompt > 0 else None
+    burst = burst_rung(engine, max(rungs), rng)
     c_sampled = min(16, max(rungs))
     sampled = {
         "c": c_sampled,
@@ -345,6 +376,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         "ladder": ladder,
         "prefill": prefill,
         "mixed": mixed,
+        "burst": burst,
         "sampling": sampled,
     }
 
@@ -384,6 +416,17 @@ def format_table(r: dict[str, Any]) -> str:
             f"({mx['chunk']}-token chunks): step {mx['mixed_step_ms']:.2f} ms (worst {mx['worst_step_ms']:.2f})"
             f" vs {mx['plain_step_ms']:.2f} ms plain = {mx['ratio']:.2f}x"
         )
+    b = r.get("burst")
+    if b:
+        line = (
+            f"{b['prompts']} prompts of {b['shortest']}-{b['longest']} tokens at once ({b['prompt_tokens']} in all):"
+            f" one prefill call each {b['one_call_each_ms']:.1f} ms"
+        )
+        if "prefill_batch_ms" in b:
+            line += (
+                f", prefill_batch {b['prefill_batch_ms']:.1f} ms = {b['one_call_each_ms'] / b['prefill_batch_ms']:.2f}x"
+            )
+        lines.append(line)
     for what, rows in r.get("profile", {}).items():
         lines += ["", f"one {profile_label(what)} by kernel (each group replayed as its own graph, GPU us):"]
         lines += [f"  {x['name']:<24} x{x['launches']:<4} {x['us']:9.1f} us" for x in rows[:14]]

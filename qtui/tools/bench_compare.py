@@ -70,6 +70,10 @@ def figures(run: dict[str, Any]) -> dict[Figure, float]:
     out[Figure("  TTFT", "ms", False)] = p["ttft_ms"]
     if run.get("mixed"):
         out[Figure(f"mixed step (c={run['mixed']['c']}) / plain", "x", False)] = run["mixed"]["ratio"]
+    burst = run.get("burst") or {}
+    for key, how in (("one_call_each_ms", "one prefill call each"), ("prefill_batch_ms", "prefill_batch")):
+        if key in burst:
+            out[Figure(f"burst of {burst['prompts']} prompts, {how}", "ms", False)] = burst[key]
     sm = run.get("sampling")
     if sm:
         share = 100 * sm["sampled"]["aggregate_tok_s"] / sm["greedy"]["aggregate_tok_s"]
