@@ -113,3 +113,17 @@ class AheadEngine(Protocol):
     def decode_collect(self, handle: Any) -> list[int]:
         """Wait for a submitted step and return its tokens (once per step)."""
         ...
+
+
+@runtime_checkable
+class BatchPrefillEngine(Protocol):
+    """Optional: several slots' prompt pieces in one call (the CUDA engine, qtui/engine/cuda/prefill_runs.py). The
+    scheduler sends a step's pieces that want no logprobs through it where `batch_prefill` is true."""
+
+    batch_prefill: bool
+
+    def prefill_batch(self, pieces: Sequence[tuple[int, Sequence[int]]],
+                      sampling: Sequence[SamplingParams | None] | None = None) -> list[int]:  # fmt: skip
+        """As `prefill` of each (slot, tokens) piece, slots distinct: the next token after each piece (greedy where
+        its sampling is None or greedy), bitwise what that piece alone gives."""
+        ...

@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from qtui.engine.base import AheadEngine, BatchEngine
+from qtui.engine.base import AheadEngine, BatchEngine, BatchPrefillEngine
 from qtui.engine.sampling import GREEDY, Choice
 from qtui.errors import EngineError, EngineFailed, Overloaded, PromptTooLong, ShuttingDown
 from qtui.serve import events as ev
@@ -93,6 +93,7 @@ class Scheduler:
         self._to_verify: deque[Request] = deque()  # finished requests awaiting their solo re-run
         self._verifying: Request | None = None  # the solo re-run in flight
         self.decode_ahead = bool(getattr(engine, "decode_ahead", False))  # submit before reading (module doc)
+        self.batch_prefill = bool(getattr(engine, "batch_prefill", False))  # a step's pieces in one call (_prefill)
         self._in_flight: _InFlight | None = None
 
     # ---- queries -------------------------------------------------------------------------------------------
@@ -260,11 +261,12 @@ class Scheduler:
     def _prefill_together(self, pieces: list[tuple[Request, list[int]]]) -> dict[str, tuple[int, float]]:
         """Two or more pieces into one `prefill_batch` call where the engine has it: rid -> (the next token after
         the piece, the call's ms shared out by tokens); {} where it went piece by piece."""
-        batch = getattr(self.engine, "prefill_batch", None)
-        if batch is None or len(pieces) < 2:
+        if not self.batch_prefill or len(pieces) < 2:
             return {}
         t0 = time.perf_counter()
-        picked = batch([(r.slot, c) for r, c in pieces], [r.params.sampling for r, _ in pieces])
+        engine = cast(BatchPrefillEngine, self.engine)
+        slots = [cast(int, r.slot) for r, _ in pieces]  # (admitted: each holds a slot)
+        picked = engine.prefill_batch(list(zip(slots, [c for _, c in pieces])), [r.params.sampling for r, _ in pieces])
         ms_per_token = (time.perf_counter() - t0) * 1e3 / sum(len(c) for _, c in pieces)
         return {r.rid: (t, ms_per_token * len(c)) for (r, c), t in zip(pieces, picked, strict=True)}
 

@@ -142,6 +142,7 @@ class BatchPrefillFakeEngine(FakeEngine):
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
+        self.batch_prefill = True  # (False: the scheduler calls prefill piece by piece)
         self.batch_calls: list[list[tuple[int, int]]] = []
 
     def prefill_batch(self, pieces: Sequence[tuple[int, Sequence[int]]],

@@ -183,3 +183,20 @@ def test_pieces_of_a_step_go_to_the_engine_in_one_batch_call_with_their_sampling
     for i, (rid, p) in enumerate(prompts.items()):
         assert got[rid] == solo_reply(p, 5, eos=None, sampling=sampled if i % 3 == 0 else None), rid
     assert all(got[rid] == solo_reply(p, 5, eos=None) for rid, p in late.items())
+
+
+def test_an_engine_that_turns_batch_prefill_off_gets_one_prefill_call_a_piece():
+    rng = random.Random(8)
+    engine = BatchPrefillFakeEngine(max_slots=8, max_context=64, prefill_chunk=256)
+    engine.batch_prefill = False  # (the CUDA engine's QTUI_BATCH_PREFILL=0)
+    sched = Scheduler(engine, FakeTokenizer())
+    prompts = {f"r{i}": rand_prompt(rng, 3) for i in range(5)}
+    for rid, p in prompts.items():
+        sched.submit(rid, p, GenerateParams(max_tokens=3, ignore_eos=True))
+    events = []
+    while sched.has_work:
+        events += sched.step()
+    assert engine.batch_calls == [] and [n for _, n in engine.prefill_calls] == [3] * 5
+    assert {rid: d.tokens for rid, d in dones(events).items()} == {
+        rid: solo_reply(p, 3, eos=None) for rid, p in prompts.items()
+    }

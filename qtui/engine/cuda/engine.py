@@ -39,6 +39,9 @@ MULTI_RUN_PLANS = 64  # launch lists of prefill_batch's step shapes kept (~400 s
 # Greedy decode steps queued before the host reads the previous one (ahead.py; the bench ladder and the scheduler
 # use decode_submit / decode_collect where `decode_ahead`): QTUI_DECODE_AHEAD=0 for A/B runs.
 DECODE_AHEAD = os.environ.get("QTUI_DECODE_AHEAD", "1") != "0"
+# The scheduler sends a step's prompt pieces in one prefill_batch call where `batch_prefill`: QTUI_BATCH_PREFILL=0
+# sends them one prefill call each (A/B runs).
+BATCH_PREFILL = os.environ.get("QTUI_BATCH_PREFILL", "1") != "0"
 
 
 def check_supported(cfg: Qwen35Config) -> None:
@@ -95,6 +98,7 @@ class CudaEngine(SlotBook):
         # decode steps queued ahead of the host (ahead.py)
         self.ring = DecodeRing(self.max_rows, self.acts.rows, sampling_glue.ROW_DTYPE)
         self.decode_ahead = DECODE_AHEAD
+        self.batch_prefill = BATCH_PREFILL
         self.last_host_us = 0.0  # host time of the last decode call up to the sync (us)
         self.last_wall_us = 0.0  # wall time of the last decode call (us)
         self._device_name = drv.device_name()
@@ -395,6 +399,7 @@ class CudaEngine(SlotBook):
             "weight_bytes": self.weights.nbytes,
             "attention_piece": ATTN_PIECE,
             "prefill_chunk": self.prefill_chunk,
+            "batch_prefill": self.batch_prefill,  # a step's prompt pieces in one prefill_batch call
             # prompt tokens per step while other slots decode: as many as one decode step's rows, which cost
             # about one 64-row decode step, so such a mixed step costs ~2x a plain one (a 256-token chunk: 4.2x)
             "mixed_prefill_chunk": min(self.prefill_chunk, MAX_ROWS),
