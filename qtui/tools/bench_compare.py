@@ -72,7 +72,7 @@ def figures(run: dict[str, Any]) -> dict[Figure, float]:
         out[Figure(f"mixed step (c={run['mixed']['c']}) / plain", "x", False)] = run["mixed"]["ratio"]
     burst = run.get("burst") or {}
     for key, how in (("one_call_each_ms", "one prefill call each"), ("prefill_batch_ms", "prefill_batch")):
-        if key in burst:
+        if key in burst:  # (absent where the row failed: its "error")
             out[Figure(f"burst of {burst['prompts']} prompts, {how}", "ms", False)] = burst[key]
     sm = run.get("sampling")
     if sm:

@@ -78,3 +78,7 @@ def test_the_burst_row_times_one_call_each_and_one_batch_and_frees_its_slots():
     burst = {"prompts": 64, "shortest": 8, "longest": 40, "prompt_tokens": 1500}
     result = {**_RESULT, "burst": {**burst, "one_call_each_ms": 250.0, "prefill_batch_ms": 100.0}}
     assert "one prefill call each 250.0 ms, prefill_batch 100.0 ms = 2.50x" in bench.format_table(result)
+
+
+def test_a_failed_burst_row_is_named_in_the_table():
+    assert "burst row failed: CudaError: boom" in bench.format_table({**_RESULT, "burst": {"error": "CudaError: boom"}})
