@@ -197,8 +197,10 @@ def prefill_rung(engine: Any, n: int, rng: np.random.Generator) -> dict[str, flo
 def burst_rung(engine: Any, c: int, rng: np.random.Generator, shortest: int = 8, longest: int = 40) -> dict[str, Any]:
     """c prompts of shortest..longest tokens arriving at once, fed one prefill call each and then, where the
     engine has it, all in one `prefill_batch` (the scheduler's path): ms until every first token, each way. Both
-    run once untimed first on prompts of the same lengths (graph captures, launch lists)."""
+    run once untimed first on prompts of the same lengths (graph captures, launch lists). Prompts fit the context."""
     n_vocab = engine.config.n_vocab
+    longest = max(1, min(longest, engine.max_context - 1))
+    shortest = min(shortest, longest)
     lengths = [int(n) for n in rng.integers(shortest, longest + 1, c)]
     batch = getattr(engine, "prefill_batch", None)
 

@@ -289,6 +289,8 @@ def test_bench_runs_on_the_cpu_engine_and_prints_the_ladder(tiny_gguf):
     assert [row["c"] for row in result["ladder"]] == [1, 2]
     assert all(row["aggregate_tok_s"] > 0 for row in result["ladder"])
     assert result["prefill"]["prompt_tokens"] == 5 and result["weight_bytes_per_token"] > 0
+    assert result["burst"]["prompts"] == 2 and result["burst"]["longest"] == 31  # (within the 32-token context)
+    assert result["burst"]["one_call_each_ms"] > 0 and "prefill_batch_ms" not in result["burst"]  # (numpy: none)
     table = bench.format_table(result)
     assert "single-stream decode" in table and "TTFT" in table and "% floor" in table
     assert all(math.isnan(row["floor_step_ms"]) for row in result["ladder"])  # no bandwidth measured on the CPU
