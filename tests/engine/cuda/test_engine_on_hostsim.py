@@ -122,6 +122,40 @@ def test_simulated_sampled_prefill_batch_picks_each_piece_alone(batch_engine):
     test_prefill.check_prefill_batch(batch_engine, [6, 3, 2], sampling=sampling, n_new=2)
 
 
+def test_simulated_scheduler_with_batched_prefill_gives_every_request_its_solo_reply(batch_engine, monkeypatch):
+    """The scheduler over the engine with batch_prefill on (QTUI_BATCH_PREFILL=1): two requests start and decode
+    (steps queued ahead), then three arrive at once and are prefilled in one prefill_batch call while a decode step
+    is in flight; every reply is the request's solo reply."""
+    from qtui.serve import events as ev
+    from qtui.serve.request import GenerateParams
+    from qtui.serve.scheduler import Scheduler
+
+    from serve.fake_engine import FakeTokenizer
+
+    monkeypatch.setattr(batch_engine, "batch_prefill", True)
+    calls: list[int] = []
+    real = batch_engine.prefill_batch
+    monkeypatch.setattr(
+        batch_engine, "prefill_batch", lambda pieces, s=None: calls.append(len(pieces)) or real(pieces, s)
+    )
+    rng = np.random.default_rng()
+    prompts = {f"r{i}": test_prefill._prompt(batch_engine, int(n)) for i, n in enumerate(rng.integers(2, 21, 5))}
+    sched = Scheduler(batch_engine, FakeTokenizer(batch_engine.config.n_vocab))
+    params = GenerateParams(max_tokens=4, ignore_eos=True)
+    events: list[ev.Event] = []
+    for rid in ("r0", "r1"):
+        sched.submit(rid, prompts[rid], params)
+    events += sched.step() + sched.step()
+    for rid in ("r2", "r3", "r4"):
+        sched.submit(rid, prompts[rid], params)
+    while sched.has_work:
+        events += sched.step()
+    got = {e.rid: e.tokens for e in events if isinstance(e, ev.Done)}
+    assert calls == [2, 3] and set(got) == set(prompts)
+    assert got == {rid: bi.solo_reply(batch_engine, p, 4) for rid, p in prompts.items()}
+    assert batch_engine.num_free_slots() == batch_engine.max_slots
+
+
 @pytest.mark.parametrize("gemm_blocks", [None, 3])
 def test_simulated_prefill_through_gemms_staged_by_their_producers(sim_driver, make_model, monkeypatch, gemm_blocks):
     """Prefill chunks of 20 rows through the GEMM (forced here: GEMM_DECODE_MIN_UNITS 0), which reads x as its
