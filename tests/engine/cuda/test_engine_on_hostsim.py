@@ -122,6 +122,23 @@ def test_simulated_sampled_prefill_batch_picks_each_piece_alone(batch_engine):
     test_prefill.check_prefill_batch(batch_engine, [6, 3, 2], sampling=sampling, n_new=2)
 
 
+def test_a_bad_piece_fails_prefill_batch_before_any_state_moves(batch_engine):
+    """Every piece is checked first: a piece past the context (PromptTooLong) or a token outside the vocabulary
+    (BadRequest) fails the call with its typed error, and no slot of the call has taken a token."""
+    from qtui.errors import BadRequest, PromptTooLong
+
+    a, b = batch_engine.alloc_slot(), batch_engine.alloc_slot()
+    try:
+        ok = test_prefill._prompt(batch_engine, 5)
+        with pytest.raises(PromptTooLong):
+            batch_engine.prefill_batch([(a, ok), (b, [1] * (batch_engine.max_context + 1))])
+        with pytest.raises(BadRequest):
+            batch_engine.prefill_batch([(a, ok), (b, [batch_engine.config.n_vocab])])
+        assert batch_engine.slot_length(a) == batch_engine.slot_length(b) == 0
+    finally:
+        batch_engine.free_slot(a), batch_engine.free_slot(b)
+
+
 def test_simulated_scheduler_with_batched_prefill_gives_every_request_its_solo_reply(batch_engine, monkeypatch):
     """The scheduler over the engine with batch_prefill on (QTUI_BATCH_PREFILL=1): two requests start and decode
     (steps queued ahead), then three arrive at once and are prefilled in one prefill_batch call while a decode step
