@@ -265,8 +265,8 @@ class Scheduler:
             return {}
         t0 = time.perf_counter()
         engine = cast(BatchPrefillEngine, self.engine)
-        slots = [cast(int, r.slot) for r, _ in pieces]  # (admitted: each holds a slot)
-        picked = engine.prefill_batch(list(zip(slots, [c for _, c in pieces])), [r.params.sampling for r, _ in pieces])
+        batch = [(cast(int, r.slot), c) for r, c in pieces]  # (admitted: each holds a slot)
+        picked = engine.prefill_batch(batch, [r.params.sampling for r, _ in pieces])
         ms_per_token = (time.perf_counter() - t0) * 1e3 / sum(len(c) for _, c in pieces)
         return {r.rid: (t, ms_per_token * len(c)) for (r, c), t in zip(pieces, picked, strict=True)}
 

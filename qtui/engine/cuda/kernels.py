@@ -763,13 +763,14 @@ class KernelTable:
             (hd, I32),
             (n_pieces, I32),
         ]
-        grid, rows = attn_run_grid(n_pieces, n_head, n_kv, m) if run > 1 else ((1, 1, 1), 1)
-        if run > 1 and ATTN_RUN and (run == m or run % rows == 0):
-            if piece_blocks is not None:
-                grid = (piece_blocks, grid[1], grid[2])
-            args += [(m, I32), (rows, I32)]
-            shmem = attn_run_smem_bytes(hd)
-            return self._site("attention", "attn_partial_run", grid, ATTN_RUN_THREADS, args, shmem=shmem)
+        if run > 1 and ATTN_RUN:
+            grid, rows = attn_run_grid(n_pieces, n_head, n_kv, m)
+            if run == m or run % rows == 0:
+                if piece_blocks is not None:
+                    grid = (piece_blocks, grid[1], grid[2])
+                args += [(m, I32), (rows, I32)]
+                shmem = attn_run_smem_bytes(hd)
+                return self._site("attention", "attn_partial_run", grid, ATTN_RUN_THREADS, args, shmem=shmem)
         z = attn_piece_blocks(n_pieces, n_head, m) if piece_blocks is None else piece_blocks
         return self._site("attention", "attn_partial", (z, n_head, m), 256, args)
 

@@ -2,11 +2,12 @@
 
 A step's rows are runs of equal length, one slot each (step.py `run`): the recurrent kernels walk each run in
 order from its slot's state, the GEMMs and attention treat every row alone. So pieces of different lengths share
-a step only in equal-length parts. Each piece is cut into parts whose lengths are its binary digits, longest
-first (a piece of 23 tokens: 16 + 4 + 2 + 1), and the parts of one length run side by side, as many per step as
-the rows allow: at most log2(chunk) + 1 lengths, so a burst of 64 short prompts costs a handful of steps where one
-prefill call each cost 64. Cutting changes no bit (chunked prefill, DESIGN invariant 7). A piece longer than half
-a chunk runs alone in whole chunks, as `prefill` would: cut in digits it would take more steps than that.
+a step only in equal-length parts. Cut by binary digits, longest first (a piece of 23 tokens: 16 + 4 + 2 + 1),
+the parts of one length run side by side, as many per step as the rows allow: at most log2(chunk) + 1 lengths, so
+a burst of 64 short prompts costs a handful of steps where one prefill call each cost 64 (plan_runs also tries the
+cuts at each distinct length, and none, and keeps the one with the fewest steps). Cutting changes no bit (chunked
+prefill, DESIGN invariant 7). A piece longer than half a chunk runs alone in whole chunks, as `prefill` would: cut
+in digits it would take more steps than that.
 """
 
 from __future__ import annotations
