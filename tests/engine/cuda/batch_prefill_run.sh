@@ -1,6 +1,7 @@
 #!/bin/bash
 # One GPU call (~5 min, repo root) for batched prefill (CudaEngine.prefill_batch, ptx/PERF.md session 21) and the
-# owed GPU tests:   QTUI_COMMIT=<sha> [V="half16"] [LIMIT=480] bash tests/engine/cuda/batch_prefill_run.sh
+# owed GPU tests:   QTUI_COMMIT=<sha> [V="half16"] [LIMIT=480] [T_TESTS=210] [TEST_PATHS=tests/engine/cuda]
+#                   bash tests/engine/cuda/batch_prefill_run.sh
 # 1. every GPU test (test_prefill.py's prefill_batch tests among them);
 # 2. the 4b bench, ladder 1,16,64 with the burst row (one prefill call each vs prefill_batch), against the variant
 #    builds in V (.ptxvar/<v>: bash tests/engine/cuda/probe/wg_lag_run.sh build), via ab_run.sh;
@@ -9,7 +10,7 @@
 source tests/engine/cuda/gpu_env.sh
 nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 echo "commit ${QTUI_COMMIT:-unknown}" | tee -a "$OUT/gpu.txt"
-timeout ${T_TESTS:-210} python3 -m pytest -m gpu -q -rA -p no:cacheprovider tests/engine/cuda > "$OUT/gpu-tests.txt" 2>&1
+timeout ${T_TESTS:-210} python3 -m pytest -m gpu -q -rA -p no:cacheprovider ${TEST_PATHS:-tests/engine/cuda} > "$OUT/gpu-tests.txt" 2>&1
 echo "## tests done at ${SECONDS}s"; tail -1 "$OUT/gpu-tests.txt"; grep -E "^FAILED" "$OUT/gpu-tests.txt" | head -8
 grep -E "prefill_batch" "$OUT/gpu-tests.txt" | grep -cE "^PASSED" | sed 's/^/prefill_batch tests passed: /'
 T_BENCH=80 timeout $((${LIMIT:-480} - 190 - SECONDS)) bash tests/engine/cuda/ab_run.sh "${V:-}" 4b \
