@@ -2,7 +2,7 @@
 # One GPU call (~5 min, repo root) for batched prefill (CudaEngine.prefill_batch, ptx/PERF.md session 21) and the
 # owed GPU tests:   QTUI_COMMIT=<sha> [V="half16"] [LIMIT=480] [T_TESTS=210] [TEST_PATHS=tests/engine/cuda]
 #                   bash tests/engine/cuda/batch_prefill_run.sh
-# 1. every GPU test (test_prefill.py's prefill_batch tests among them);
+# 1. the GPU tests in TEST_PATHS, in that order (a short call: test_prefill.py first, its prefill_batch tests);
 # 2. the 4b bench, ladder 1,16,64 with the burst row (one prefill call each vs prefill_batch), against the variant
 #    builds in V (.ptxvar/<v>: bash tests/engine/cuda/probe/wg_lag_run.sh build), via ab_run.sh;
 # 3. the parity ladder 1,16,64 and the load rows through qtui serve with QTUI_BATCH_PREFILL=1 (the scheduler's
@@ -13,13 +13,15 @@ echo "commit ${QTUI_COMMIT:-unknown}" | tee -a "$OUT/gpu.txt"
 timeout ${T_TESTS:-210} python3 -m pytest -m gpu -q -rA -p no:cacheprovider ${TEST_PATHS:-tests/engine/cuda} > "$OUT/gpu-tests.txt" 2>&1
 echo "## tests done at ${SECONDS}s"; tail -1 "$OUT/gpu-tests.txt"; grep -E "^FAILED" "$OUT/gpu-tests.txt" | head -8
 grep -E "prefill_batch" "$OUT/gpu-tests.txt" | grep -cE "^PASSED" | sed 's/^/prefill_batch tests passed: /'
-T_BENCH=80 timeout $((${LIMIT:-480} - 190 - SECONDS)) bash tests/engine/cuda/ab_run.sh "${V:-}" 4b \
+T_AB=$((${LIMIT:-480} - 190 - SECONDS))  # (timeout 0 would mean none: a short call skips the bench instead)
+[ $T_AB -ge 30 ] && T_BENCH=80 timeout $T_AB bash tests/engine/cuda/ab_run.sh "${V:-}" 4b \
   "--ladder 1,16,64 --long-prompt 0 --steps 32" > "$OUT/ab.log" 2>&1
 rm -f "$OUT"/*.err
 echo "## bench done at ${SECONDS}s"
 grep -E "^[A-I] =|single|aggregate|prefill 512|burst|m=64 step: (whole|mma|delta|gemm_fold)" "$OUT/ab-4b.txt" | cut -c1-200
 W=/tmp/lad; mkdir -p $W
-QTUI_BATCH_PREFILL=1 OUT=$W SAMPLED=0 LADDER=1,16,64 T_LADDER=100 timeout $((${LIMIT:-480} - 15 - SECONDS)) \
+T_LAD=$((${LIMIT:-480} - 15 - SECONDS))
+[ $T_LAD -ge 30 ] && QTUI_BATCH_PREFILL=1 OUT=$W SAMPLED=0 LADDER=1,16,64 T_LADDER=100 timeout $T_LAD \
   bash tests/engine/cuda/ladder_run.sh 4b > "$W/ladders.log" 2>&1
 tar -czf "$OUT/ladder.tgz" -C /tmp lad
 echo "## ladder done at ${SECONDS}s"; tail -8 $W/ladder-4b.txt
