@@ -155,9 +155,13 @@ def test_simulated_scheduler_with_batched_prefill_gives_every_request_its_solo_r
     monkeypatch.setattr(
         batch_engine, "prefill_batch", lambda pieces, s=None: calls.append(len(pieces)) or real(pieces, s)
     )
-    rng = np.random.default_rng()
-    prompts = {f"r{i}": test_prefill._prompt(batch_engine, int(n)) for i, n in enumerate(rng.integers(2, 21, 5))}
     sched = Scheduler(batch_engine, FakeTokenizer(batch_engine.config.n_vocab))
+    # Each group's prompts fit one step's token budget (the mixed one for the three arriving while two decode):
+    # a prompt past it is cut to whole engine chunks, here none, and would wait for a later step on its own.
+    rng = np.random.default_rng()
+    first = rng.integers(2, sched.max_prefill_tokens // 2 + 1, 2)
+    later = rng.integers(2, sched.max_mixed_prefill_tokens // 3 + 1, 3)
+    prompts = {f"r{i}": test_prefill._prompt(batch_engine, int(n)) for i, n in enumerate([*first, *later])}
     params = GenerateParams(max_tokens=4, ignore_eos=True)
     events: list[ev.Event] = []
     for rid in ("r0", "r1"):
