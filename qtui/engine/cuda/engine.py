@@ -39,9 +39,9 @@ MULTI_RUN_PLANS = 64  # launch lists of prefill_batch's step shapes kept (~400 s
 # Greedy decode steps queued before the host reads the previous one (ahead.py; the bench ladder and the scheduler
 # use decode_submit / decode_collect where `decode_ahead`): QTUI_DECODE_AHEAD=0 for A/B runs.
 DECODE_AHEAD = os.environ.get("QTUI_DECODE_AHEAD", "1") != "0"
-# The scheduler sends a step's prompt pieces in one prefill_batch call where `batch_prefill`. Off until its GPU tests
-# have run on a GPU (session 21 got none; the host simulator passes them): QTUI_BATCH_PREFILL=1 turns it on.
-BATCH_PREFILL = os.environ.get("QTUI_BATCH_PREFILL", "0") != "0"
+# The scheduler sends a step's prompt pieces in one prefill_batch call where `batch_prefill` (its GPU tests and the
+# parity ladder through qtui serve passed on an H100, session 24): QTUI_BATCH_PREFILL=0 gives one call a piece.
+BATCH_PREFILL = os.environ.get("QTUI_BATCH_PREFILL", "1") != "0"
 
 
 def check_supported(cfg: Qwen35Config) -> None:
