@@ -207,8 +207,12 @@ __device__ __forceinline__ void gated_norm_store(float o, float z, float nw, flo
 // delta_rule), which spread a head's columns over 16 blocks.
 //   conv_out: [m][2*H_k*DK + H_v*DK] = [q | k | v]; a, b: [m][H_v]; z: [m][H_v][DK]; norm_w: [DK];
 //   out: split quads [m][H_v*DK/4], out_sum: [m][H_v*DK/16]; gx: the GEMM's staged form too (split.cuh; null: not).
-// Persistent: the launch's ITEMS (head h, run) = item % H_v, item / H_v are walked by gridDim.x blocks (block b:
-// items b, b + gridDim.x, ...). An item's state (DK x DK floats, contiguous) comes into shared memory by one bulk
+// Persistent: the launch's ITEMS (head h, run) = item % H_v, item / H_v are walked by gridDim.x blocks: block b
+// takes items b, b + gridDim.x (and b + 2 gridDim.x where an item is one state: every state fetched before pdl_wait),
+// then claims the rest one at a time from a counter (`claims`, the layer's own: claims[0] the next, claims[1] the
+// blocks done; the last block done sets both back to 0 for the next launch; null: every item static). Blocks do not
+// run alike (the 4b m = 64 step on an H100: ends 100 .. 130 us apart with 8 or 7 items each, the memory pipe
+// half idle over the spread), and a state's bits do not depend on which block computes it. An item's state (DK x DK floats, contiguous) comes into shared memory by one bulk
 // copy issued two items ahead (two buffers), so the state traffic of the next item streams while this one computes
 // (one item per block, 16 waves of load-compute-store at m = 64, kept the memory pipe idle half the time).
 // Dynamic shared memory: 2 DK DK floats, then two mbarriers, then DK DK floats the states leave through.
@@ -232,10 +236,16 @@ __device__ __forceinline__ void gated_norm_store(float o, float z, float nw, flo
 // block writes the global timer at DELTA_MARK(i): 0 entry, 1 the first state in registers, 2 after pdl_wait, then
 // per state k >= 1 of the block 3 + 3 k (before take: the previous store issued), 4 + 3 k (state k in registers),
 // and for every k 5 + 3 k (its rows done, before its store); DELTA_TRACE_SLOTS - 1 the block's end. Compiled out here.
+// The block's slots are zeroed at its entry (a block's states vary with the claims: no stale marks of a longer walk).
 #define DELTA_TRACE_SLOTS 64
 #define DELTA_TRACE_BLOCKS 256
 #ifdef DELTA_TRACE
 __device__ unsigned long long delta_trace[DELTA_TRACE_BLOCKS * DELTA_TRACE_SLOTS];
+#define DELTA_TRACE_CLEAR()                                                                                  \
+    do {                                                                                                     \
+        if (threadIdx.x == 0 && blockIdx.x < DELTA_TRACE_BLOCKS)                                             \
+            for (int i_ = 0; i_ < DELTA_TRACE_SLOTS; i_++) delta_trace[blockIdx.x * DELTA_TRACE_SLOTS + i_] = 0; \
+    } while (0)
 #define DELTA_MARK(i)                                                                          \
     do {                                                                                       \
         if (threadIdx.x == 0 && blockIdx.x < DELTA_TRACE_BLOCKS && (i) < DELTA_TRACE_SLOTS) { \
@@ -245,6 +255,7 @@ __device__ unsigned long long delta_trace[DELTA_TRACE_BLOCKS * DELTA_TRACE_SLOTS
         }                                                                                      \
     } while (0)
 #else
+#define DELTA_TRACE_CLEAR()
 #define DELTA_MARK(i)
 #endif
 #define DELTA_CONV_K 4  // the fused conv's kernel size (Qwen3.5's ssm_d_conv; kernels.py DELTA_CONV_K)
@@ -331,22 +342,38 @@ __device__ __forceinline__ void delta_body(const DeltaConv& cv, const float* __r
                                            long long slot_stride, const int* __restrict__ slots,
                                            const float* __restrict__ z, const float* __restrict__ norm_w,
                                            uint4* __restrict__ out, float* __restrict__ out_sum, int H_k, int H_v,
-                                           float eps, int rows_per_run, int items, uint8_t* __restrict__ gx) {
+                                           float eps, int rows_per_run, int items, uint8_t* __restrict__ gx,
+                                           int* __restrict__ claims) {
     constexpr int ROWS = DK / 4, W = DK / 32;  // S rows per thread, warps holding q (and as many holding k)
     constexpr uint32_t STATE = DK * DK * 4;    // bytes of one head's state
     constexpr uint32_t STORE_AT = 2 * STATE + 16;  // (bytes) the store buffer, after the two mbarriers
     __shared__ float qs[DK], ks[DK], part_kv[4][DK], part_o[4][DK], red[3 * W], vs[CONV ? DK : 1];
     __shared__ __align__(16) float ov[DK];  // read back as float4 quads
+    __shared__ int ring[4];                 // the item of the block's k-th state at k % 4 (thread 0, two states ahead)
     DYNAMIC_SMEM_AS(float, delta_state);  // [2][DK][DK], the two buffers' mbarriers, then [DK][DK] (STORE_AT)
     pdl_launch_dependents();
+    DELTA_TRACE_CLEAR();
     DELTA_MARK(0);
     const int t = threadIdx.x, j = t % DK, g = t / DK, G = gridDim.x;
     // an item: (row, head) = item / H_v, item % H_v; with the conv (row, k-head) = item / H_k, item % H_k and its
-    // HP heads kh + u H_k. The block's k-th state: item blockIdx.x + (k / HP) G, head u = k % HP.
+    // HP heads kh + u H_k. The block's k-th state: its (k / HP)-th item, head u = k % HP.
     const int HP = CONV ? H_v / H_k : 1, per_row = CONV ? H_k : H_v, C = (2 * H_k + H_v) * DK;
     const auto row_of = [&](int item) { return item / per_row * rows_per_run; };
     const auto head_of = [&](int item, int u) { return item % per_row + u * H_k; };
-    const auto item_of = [&](int k) { return blockIdx.x + k / HP * G; };
+    const auto item_of = [&](int k) { return ring[k & 3]; };
+    // The static items: those of states 0, 1, 2 (fetched up to take(0), before pdl_wait: the counter is claimed after
+    // it, as every global write is). Claims only where the static ones leave items over (the condition is the grid's).
+    const int S0 = 2 / HP + 1;
+    const bool dynamic = claims != nullptr && items > S0 * G;
+    const auto assign = [&](int k) {  // thread 0: ring[k % 4] <- the block's k-th state's item (items: none)
+        const int i = k / HP, prev = k > 0 ? ring[(k - 1) & 3] : 0;
+        int item;
+        if (prev >= items) item = items;  // the walk has ended: no claim past the one that found nothing
+        else if (k % HP != 0) item = prev;
+        else if (i < S0 || !dynamic) item = blockIdx.x + i * G;
+        else item = min(S0 * G + atomicAdd(claims, 1), items);
+        ring[k & 3] = item;
+    };
     const float* kg = ks + g * ROWS;
     const float* qg = qs + g * ROWS;
     const float nw = norm_w[j];
@@ -371,6 +398,8 @@ __device__ __forceinline__ void delta_body(const DeltaConv& cv, const float* __r
         mbar_init(bars);
         mbar_init(bars + 8);
         mbar_init_fence();
+        assign(0);
+        assign(1);
         fetch(0);
         fetch(1);
     }
@@ -382,7 +411,10 @@ __device__ __forceinline__ void delta_body(const DeltaConv& cv, const float* __r
 #pragma unroll
         for (int i = 0; i < ROWS; i++) s[i] = st[i * DK];
         __syncthreads();  // every thread has its rows: the buffer is free
-        if (t == 0) fetch(k + 2);
+        if (t == 0) {
+            assign(k + 2);
+            fetch(k + 2);
+        }
     };
     take(0);  // the first state in registers before the wait too (m = 1: one item per block)
     DELTA_MARK(1);
@@ -476,6 +508,8 @@ __device__ __forceinline__ void delta_body(const DeltaConv& cv, const float* __r
             for (int i = 0; i < ROWS; i++) Sh[i * DK] = s[i];
         }
     }
+    // the last block done resets the counter (each block's claims come before its count: arrive's release fence)
+    if (dynamic && t == 0 && arrive_release_acquire(claims + 1) == G - 1) claims[0] = claims[1] = 0;
     if (DELTA_BULK_STORE && t == 0) bulk_wait<0>();  // every bulk-copied state written before the grid completes
     DELTA_MARK(DELTA_TRACE_SLOTS - 1);
 }
@@ -610,17 +644,17 @@ __device__ __forceinline__ void delta_norm_body(const float* __restrict__ o_raw,
     extern "C" __global__ void __launch_bounds__(4 * DK) delta_step_d##DK(                                    \
         const float* conv_out, const float* a, const float* b, const float* ssm_a, const float* dt_bias,      \
         float* S, long long slot_stride, const int* slots, const float* z, const float* norm_w, uint4* out,   \
-        float* out_sum, int H_k, int H_v, float eps, int rows_per_run, int items, uint8_t* gx) {             \
+        float* out_sum, int H_k, int H_v, float eps, int rows_per_run, int items, uint8_t* gx, int* claims) { \
         delta_body<DK, false>(DeltaConv{conv_out, nullptr, nullptr, 0}, a, b, ssm_a, dt_bias, S, slot_stride,  \
-                              slots, z, norm_w, out, out_sum, H_k, H_v, eps, rows_per_run, items, gx);        \
+                              slots, z, norm_w, out, out_sum, H_k, H_v, eps, rows_per_run, items, gx, claims); \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(4 * DK) delta_conv_step_d##DK(                               \
         const float* x, const float* conv_w, float* conv_state, long long conv_stride, const float* a,        \
         const float* b, const float* ssm_a, const float* dt_bias, float* S, long long slot_stride,            \
         const int* slots, const float* z, const float* norm_w, uint4* out, float* out_sum, int H_k, int H_v,  \
-        float eps, int items, uint8_t* gx) {                                                                  \
+        float eps, int items, uint8_t* gx, int* claims) {                                                     \
         delta_body<DK, true>(DeltaConv{x, conv_w, conv_state, conv_stride}, a, b, ssm_a, dt_bias, S,          \
-                             slot_stride, slots, z, norm_w, out, out_sum, H_k, H_v, eps, 1, items, gx);       \
+                             slot_stride, slots, z, norm_w, out, out_sum, H_k, H_v, eps, 1, items, gx, claims); \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(2 * DK) delta_prep_d##DK(                                    \
         const float* conv_out, const float* a, const float* b, const float* ssm_a, const float* dt_bias,      \

@@ -158,6 +158,11 @@ MAX_COUNTERS = 1 << 16
 ATTN_TARGET_BLOCKS = int(os.environ.get("QTUI_ATTN_TARGET_BLOCKS", "528"))  # attn_partial blocks worth launching
 ARGMAX_PARTS = 32  # ptx/elementwise.cu: blocks per logits row
 ARGMAX_ROWS = 4096  # the last ARGMAX_ROWS counters belong to the argmax (the GEMVs use the first ones)
+# Before them, two per GDN layer for the decode delta rule's item claims (ptx/deltanet.cu delta_body: a layer's own,
+# so no launch meets another's count); QTUI_DELTA_CLAIMS=0 gives every block its static items (A/B runs).
+DELTA_CLAIM_LAYERS = 256
+DELTA_CLAIMS_AT = MAX_COUNTERS - ARGMAX_ROWS - 2 * DELTA_CLAIM_LAYERS
+DELTA_CLAIMS = os.environ.get("QTUI_DELTA_CLAIMS", "1") != "0"
 
 
 @dataclass(frozen=True, slots=True)
@@ -599,7 +604,7 @@ class KernelTable:
 
     def _check_scratch(self, passes: int, groups: int, blocks: int, nt: int) -> None:
         if blocks > 1:  # partials: [pass][group][block][warp][NT*128] floats
-            assert passes * groups <= MAX_COUNTERS - ARGMAX_ROWS, (passes, groups)
+            assert passes * groups <= DELTA_CLAIMS_AT, (passes, groups)
             need = passes * groups * blocks * MMA_WARPS * nt * 128 * 4
             assert need <= SCRATCH_BYTES, (passes, groups, blocks, nt, need)
 
@@ -846,6 +851,7 @@ class KernelTable:
         o_raw: int = 0,
         step_blocks: int | None = None,
         conv: ConvIn | None = None,
+        layer: int = 0,
     ) -> list[Kernel]:
         """The delta rule + gated RMSNorm * silu(z) of m rows in runs of `run` (ptx/deltanet.cu), out = split
         ([m][H_v * d_v]), d_k == d_v in {64, 128}: one fused delta_step for decode (run 1), the prefill pipeline
@@ -854,15 +860,20 @@ class KernelTable:
         the pipeline spreads a head's columns over d_k / 8 warps. step_blocks: delta_step's persistent blocks
         (default DELTA_STEP_BLOCKS; any count gives the same bits). With `conv`, the conv step before it too
         (into conv_out): a decode step's conv inside the delta rule (delta_conv_step, m * H_k (row, k-head)
-        items) where DELTA_CONV allows and its kernel has DELTA_CONV_K taps, else conv_step_silu first."""
+        items) where DELTA_CONV allows and its kernel has DELTA_CONV_K taps, else conv_step_silu first. layer: the
+        GDN layer's index (its claim counters: two launches of one graph never share them)."""
         assert run >= 1 and m % run == 0 and out.n == H_v * d_k, (m, run, out.n, H_v, d_k)
         mod, gate_in = "deltanet", [(conv_out, P), (a, P), (b, P), (ssm_a, P), (dt_bias, P)]
         # the persistent decode kernels' arguments after their inputs, and their launch (items: see each kernel)
         state_out: list[KernelArg] = [(S, P), (slot_stride, I64), (slots, P), (z, P), (norm_w, P), (out.xs, P)]
         state_out += [(out.xsum, P), (H_k, I32), (H_v, I32), (eps, F32)]
 
+        assert 0 <= layer < DELTA_CLAIM_LAYERS, layer
+        claims = self.counters + 4 * (DELTA_CLAIMS_AT + 2 * layer) if self.counters and DELTA_CLAIMS else 0
+
         def persistent(name: str, items: int, args: list[KernelArg]) -> Kernel:
             grid = (min(items, step_blocks or DELTA_STEP_BLOCKS[d_k]), 1, 1)
+            args = [*args, (claims, P)]
             return self._site(mod, f"{name}_d{d_k}", grid, 4 * d_k, args, shmem=delta_step_smem_bytes(d_k))
 
         fused_ok = run == 1 and m < DELTA_PIPELINE_MIN_ROWS

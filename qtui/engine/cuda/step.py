@@ -203,6 +203,7 @@ def _gdn(
             gates=A["gates"],
             o_raw=A["o_raw"],
             conv=conv,
+            layer=li,
         ),
         *kt.gemv(qtype=out.qtype, w=out.ptr, x=o2, outputs=[(A["h"], cfg.n_embd)], m=m, res=A["h"]),
     ]

@@ -32,15 +32,16 @@ def read_trace(module: object) -> np.ndarray:
     return out.reshape(TRACED, SLOTS)
 
 
-def states_of(block: int, blocks: int, items: int, per_item: int) -> int:
-    """How many states block `block` walks (ptx/deltanet.cu item_of: item b + (k / per_item) blocks)."""
-    return per_item * len(range(block, items, blocks))
+def states_of(marks: np.ndarray) -> int:
+    """How many states a block walked: its marks 5 + 3 k (state k's rows done) that were written (ptx/deltanet.cu
+    zeroes a block's slots at its entry: with the claims a block's count varies from launch to launch)."""
+    return sum(1 for k in range((SLOTS - 7) // 3 + 1) if marks[5 + 3 * k] != 0)
 
 
-def summarize(tr: np.ndarray, blocks: int, items: int, per_item: int, state_bytes: int) -> None:
+def summarize(tr: np.ndarray, blocks: int, state_bytes: int) -> None:
     t0 = int(tr[:blocks, 0].min())
     t = (tr[:blocks].astype(np.int64) - t0) / 1e3  # us from the first block's entry
-    n = np.array([states_of(b, blocks, items, per_item) for b in range(blocks)])
+    n = np.array([states_of(tr[b]) for b in range(blocks)])
     end = t[:, SLOTS - 1]
     span = end.max()
     parts = {"ramp (entry -> state 0 in)": [], "pdl_wait": [], "wait for state k >= 1": [],
@@ -87,7 +88,7 @@ def main() -> int:
     H_k, H_v = cfg.ssm_n_group, cfg.ssm_dt_rank
     blocks = min(args.rows * H_k, DELTA_STEP_BLOCKS[cfg.d_k], TRACED)  # (kernels.py delta_rule's persistent grid)
     print(f"== delta_conv_step_d{cfg.d_k}, m = {args.rows}: {H_k} k-heads x {H_v // H_k} value heads an item")
-    summarize(read_trace(engine.kernels.modules["deltanet"]), blocks, args.rows * H_k, H_v // H_k, 4 * cfg.d_k**2)
+    summarize(read_trace(engine.kernels.modules["deltanet"]), blocks, 4 * cfg.d_k**2)
     engine.close()
     return 0
 
