@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import queue
 import subprocess
 import threading
@@ -28,7 +29,10 @@ _Item = list[ev.Event] | tuple[dict[str, Any], float]  # a batch of events, or (
 
 
 def git_commit() -> str | None:
-    """HEAD of the repository qtui runs from, or None (not a checkout, no git)."""
+    """QTUI_COMMIT where set (a copied tree whose .git is not its own: the GPU runner's), else HEAD of the repository
+    qtui runs from, or None (not a checkout, no git)."""
+    if os.environ.get("QTUI_COMMIT"):
+        return os.environ["QTUI_COMMIT"]
     try:
         out = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parents[2],

@@ -23,3 +23,17 @@ def test_a_failing_record_loses_only_itself(tmp_path):
         ("error", "c1:\udc00"),
         ("admit", "c1:a"),
     ]
+
+
+def test_the_commit_named_by_qtui_commit_wins_over_the_checkouts_head(monkeypatch):
+    """A copied tree whose .git is not its own (the GPU runner's) names its commit through QTUI_COMMIT; without it
+    the commit is this checkout's HEAD (or None without git)."""
+    import secrets
+
+    from qtui.serve.recorder import git_commit
+
+    monkeypatch.delenv("QTUI_COMMIT", raising=False)
+    head = git_commit()
+    named = secrets.token_hex(20)
+    monkeypatch.setenv("QTUI_COMMIT", named)
+    assert git_commit() == named != head
