@@ -232,11 +232,6 @@ __device__ __forceinline__ void gated_norm_store(float o, float z, float nw, flo
 #ifndef DELTA_BULK_STORE
 #define DELTA_BULK_STORE 1
 #endif
-// States 2 .. 1 + DELTA_L2_AHEAD of a block (static items too) are prefetched into L2 at its entry: a launch's early
-// blocks wait at pdl_wait for the projection GEMM's tail (4b m = 64, H100: up to ~28 us) with the memory pipe idle.
-#ifndef DELTA_L2_AHEAD
-#define DELTA_L2_AHEAD 4
-#endif
 // A timeline probe (tests/engine/cuda/probe/delta_trace.py builds the module with -DDELTA_TRACE): thread 0 of each
 // block writes the global timer at DELTA_MARK(i): 0 entry, 1 the first state in registers, 2 after pdl_wait, then
 // per state k >= 1 of the block 3 + 3 k (before take: the previous store issued), 4 + 3 k (state k in registers),
@@ -367,9 +362,8 @@ __device__ __forceinline__ void delta_body(const DeltaConv& cv, const float* __r
     const auto head_of = [&](int item, int u) { return item % per_row + u * H_k; };
     const auto item_of = [&](int k) { return ring[k & 3]; };
     // The static items: those of states 0, 1, 2 (fetched up to take(0), before pdl_wait: the counter is claimed after
-    // it, as every global write is) and of the states prefetched into L2. Claims only where the static ones leave
-    // items over (the condition is the grid's).
-    const int S0 = (DELTA_L2_AHEAD > 1 ? 1 + DELTA_L2_AHEAD : 2) / HP + 1;
+    // it, as every global write is). Claims only where the static ones leave items over (the condition is the grid's).
+    const int S0 = 2 / HP + 1;
     const bool dynamic = claims != nullptr && items > S0 * G;
     const auto assign = [&](int k) {  // thread 0: ring[k % 4] <- the block's k-th state's item (items: none)
         const int i = k / HP, prev = k > 0 ? ring[(k - 1) & 3] : 0;
@@ -384,10 +378,10 @@ __device__ __forceinline__ void delta_body(const DeltaConv& cv, const float* __r
     const float* qg = qs + g * ROWS;
     const float nw = norm_w[j];
     const uint32_t bufs = smem_u32(delta_state), bars = bufs + 2 * STATE;
-    const auto state_at = [&](int item, int u) {  // head u of an item, in the slot pool
-        return S + slot_stride * slots[row_of(item)] + (long long)head_of(item, u) * DK * DK;
+    const auto state_of = [&](int k) {  // the block's k-th state in the slot pool
+        const int item = item_of(k);
+        return S + slot_stride * slots[row_of(item)] + (long long)head_of(item, k % HP) * DK * DK;
     };
-    const auto state_of = [&](int k) { return state_at(item_of(k), k % HP); };  // the block's k-th state
     const auto load = [&](int k, int r, DeltaRow<DK>& d) {  // row r of the block's k-th state
         const int item = item_of(k), h = head_of(item, k % HP);
         if constexpr (CONV) delta_load_conv<DK>(cv, a, b, z, dt_bias, ssm_a, slots, r, h, k % HP, H_k, H_v, t, d);
@@ -408,10 +402,6 @@ __device__ __forceinline__ void delta_body(const DeltaConv& cv, const float* __r
         assign(1);
         fetch(0);
         fetch(1);
-        for (int k = 2; k < 2 + DELTA_L2_AHEAD; k++) {  // (static: k / HP < S0)
-            const int item = blockIdx.x + k / HP * G;
-            if (item < items) bulk_prefetch_l2(state_at(item, k % HP), STATE);
-        }
     }
     __syncthreads();
     float s[ROWS];

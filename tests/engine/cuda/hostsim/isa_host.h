@@ -47,9 +47,6 @@ inline void bulk_store(void* dst, uint32_t src, uint32_t bytes) {
     if (src + bytes > g_block->smem_bytes || bytes % 16 || src % 16) __trap();
     g_block->open_stores[sim_tid()].push_back({dst, src, bytes});
 }
-inline void bulk_prefetch_l2(const void* src, uint32_t bytes) {  // a hint: only its operands checked
-    if (bytes % 16 || reinterpret_cast<uintptr_t>(src) % 16) __trap();
-}
 inline void bulk_commit() {
     auto& open = g_block->open_stores[sim_tid()];
     g_block->store_groups[sim_tid()].push_back(std::move(open));
