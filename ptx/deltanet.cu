@@ -208,13 +208,13 @@ __device__ __forceinline__ void gated_norm_store(float o, float z, float nw, flo
 //   conv_out: [m][2*H_k*DK + H_v*DK] = [q | k | v]; a, b: [m][H_v]; z: [m][H_v][DK]; norm_w: [DK];
 //   out: split quads [m][H_v*DK/4], out_sum: [m][H_v*DK/16]; gx: the GEMM's staged form too (split.cuh; null: not).
 // Persistent: the launch's ITEMS (head h, run) = item % H_v, item / H_v are walked by gridDim.x blocks: block b
-// takes items b, b + gridDim.x (and b + 2 gridDim.x where an item is one state: every state fetched before pdl_wait),
-// then claims the rest one at a time from a counter (`claims`, the layer's own: claims[0] the next, claims[1] the
-// blocks done; the last block done sets both back to 0 for the next launch; null: every item static). Blocks do not
-// run alike (the 4b m = 64 step on an H100: ends 100 .. 130 us apart with 8 or 7 items each, the memory pipe
-// half idle over the spread), and a state's bits do not depend on which block computes it. An item's state (DK x DK floats, contiguous) comes into shared memory by one bulk
-// copy issued two items ahead (two buffers), so the state traffic of the next item streams while this one computes
-// (one item per block, 16 waves of load-compute-store at m = 64, kept the memory pipe idle half the time).
+// takes items b, b + G (G = gridDim.x; and b + 2 G where an item is one state: every state fetched before pdl_wait),
+// then claims the rest one at a time from a counter (`claims`, the layer's own: [0] the next, [1] the blocks done;
+// the last block done sets both to 0 for the next launch; null: all static). Blocks do not run alike (4b m = 64 on an
+// H100: ends 100 .. 130 us apart with 8 or 7 items each), and a state's bits do not depend on the block. An item's
+// state (DK x DK floats, contiguous) comes into shared memory by one bulk copy issued two items ahead (two buffers),
+// so the next item's state traffic streams while this one computes (one item per block, 16 waves of load - compute -
+// store at m = 64, kept the memory pipe idle half the time).
 // Dynamic shared memory: 2 DK DK floats, then two mbarriers, then DK DK floats the states leave through.
 // Probes (timing only, wrong outputs; -D builds under .ptxvar, PERF.md): DELTA_PROBE_COPY streams the states with no
 // row arithmetic, DELTA_PROBE_NO_PREP skips q / k's l2 norms and the gates, DELTA_PROBE_NO_NORM the gated norm.
