@@ -167,8 +167,8 @@ __device__ __forceinline__ void probe_wgmma64_ss(float (&d)[32], uint64_t da, ui
 #endif
 // A timeline probe (tests/engine/cuda/probe/gemm_trace.py builds the kernels with -DGEMM_TRACE): thread 0 of
 // each block writes the global timer at marks 0..3 of gemm_body (entry, after pdl_wait, first stage in, range
-// done: warp 0's) and, at 6, its units; at 12 the block's last warp done (each warp's lane 0 raises it at its end).
-// Compiled out here.
+// done: warp 0's) and, at 6, its units, at 7 and 8 the SM clock at marks 2 and 3; at 12 the block's last warp done
+// (each warp's lane 0 raises it at its end). Compiled out here.
 #define GEMM_TRACE_SLOTS 16
 #define GEMM_TRACE_BLOCKS 1024  // blocks traced (the first; a launch of more, the LM head's, is traced in part)
 #ifdef GEMM_TRACE
@@ -176,9 +176,9 @@ __device__ unsigned long long gemm_trace[GEMM_TRACE_BLOCKS * GEMM_TRACE_SLOTS];
 #define GEMM_MARK(i, v)                                                               \
     do {                                                                              \
         if (threadIdx.x == 0 && blockIdx.x < GEMM_TRACE_BLOCKS) {                     \
-            unsigned long long t_;                                                    \
+            unsigned long long t_, *r_ = gemm_trace + blockIdx.x * GEMM_TRACE_SLOTS;   \
             asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                    \
-            gemm_trace[blockIdx.x * GEMM_TRACE_SLOTS + (i)] = (i) == 6 ? (unsigned long long)(v) : t_; \
+            r_[i] = (i) == 6 ? (unsigned long long)(v) : t_; if ((i) == 2 || (i) == 3) r_[(i) + 5] = clock64(); \
         }                                                                             \
     } while (0)
 #define GEMM_WARP_DONE()                                                                        \
