@@ -5,10 +5,9 @@
 
 With -DGEMM_TRACE, thread 0 of every GEMM block writes the global timer at the marks of ptx/gemm.cuh gemm_body
 (GEMM_MARK: 0 entry, 1 after pdl_wait, 2 first stage in, 3 range done; 7, 8 the SM clock at 2 and 3; 12 the
-block's last warp done) into the
-module's `gemm_trace`. Each matrix of gemv_speed.SHAPES runs as in a step (stager + GEMM + its fold launch, PDL),
-three times to warm up, then once traced. Prints per matrix the marks' spread over the blocks (us from the first
-block's entry) and the blocks that finish last.
+block's last warp done) into the module's `gemm_trace`. Each matrix of gemv_speed.SHAPES runs as in a step (stager
++ GEMM + its fold launch, PDL), three times to warm up, then once traced. Prints per matrix the marks' spread over
+the blocks (us from the first block's entry), the SM clock over the ranges, and the blocks that finish last.
 """
 
 from __future__ import annotations
@@ -86,9 +85,9 @@ def main() -> int:
             print(f"   {mark:10} {col.min():7.1f} {np.median(col):7.1f} {np.percentile(col, 90):7.1f} {col.max():7.1f}")
         span = t[:, 3] - t[:, 2]
         print(f"   per unit (range / units): median {np.median(span / units):.2f} us, max {np.max(span / units):.2f}")
-        cycles = (tr[:, 8].astype(np.int64) - tr[:, 7].astype(np.int64)) / units  # SM clock, marks 2 .. 3
-        mhz = cycles * units / np.maximum(span, 1e-3)
-        print(f"   SM clock over the range: median {np.median(mhz):.0f} MHz; per unit {np.median(cycles):.0f} cycles")
+        clk = tr[:, 8].astype(np.int64) - tr[:, 7].astype(np.int64)  # SM clock cycles, marks 2 .. 3
+        mhz, per_unit = clk / np.maximum(span, 1e-3), clk / units
+        print(f"   SM clock over the range: median {np.median(mhz):.0f} MHz; per unit {np.median(per_unit):.0f} cycles")
         last = np.argsort(t[:, 12])[-4:][::-1]
         for b in last:
             marks = " ".join(f"{v:6.1f}" for v in t[b, [0, 1, 2, 3, 12]])
