@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 
 ENGINE_KINDS = ("auto", "cpu", "cuda")
 FALLBACK_NOTICE = "qtui: no CUDA driver found; using the numpy reference engine (cpu)"
-DEFAULT_MAX_SLOTS = {"cuda": 64, "cpu": 16}  # cuda: the engine's MAX_ROWS, so every slot decodes in one step
+# cuda: issue 11's 64 (~20 GB of state for the 4b at 4096 tokens); the engine steps up to 128 rows (engine.MAX_ROWS)
+# for those who raise --max-slots
+DEFAULT_MAX_SLOTS = {"cuda": 64, "cpu": 16}
 DEVICE_HEADROOM_BYTES = 1 << 30  # context, PTX modules, graphs, the upload's staging buffer, allocator slack
 GiB = float(1 << 30)
 

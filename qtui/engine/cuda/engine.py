@@ -33,7 +33,14 @@ from qtui.engine.slot_book import SlotBook
 from qtui.errors import EngineUnavailable
 from qtui.model.config import Qwen35Config
 
-MAX_ROWS = 64  # rows of one decode step (two 32-token passes of the GEMVs, the second reading weights from L2)
+# Rows of one decode step: two 64-token GEMM passes. A step's GEMM units and delta-rule states scale with its rows, its
+# folds, norms and launch boundaries do not, so 128 rows ran the 4b at 10,697 tok/s against 9,721 for 64 (H100,
+# session 27; 96 rows, a half-empty second pass: 9,069, still above 64 + 32 in two calls). More slots than this
+# decode in several calls a step (the scheduler).
+MAX_ROWS = 128
+# Prompt tokens a mixed step carries beside decoding slots: one 64-token pass, which costs about one 64-row decode step,
+# so such a step costs ~2x a plain one (a 256-token chunk: 4.2x; issue 11's bound).
+MIXED_PREFILL_ROWS = 64
 PREFILL_CHUNK = 256  # prompt tokens per prefill step (4 GEMV passes)
 MULTI_RUN_PLANS = 64  # launch lists of prefill_batch's step shapes kept (~400 sites each)
 # Greedy decode steps queued before the host reads the previous one (ahead.py; the bench ladder and the scheduler
@@ -400,9 +407,7 @@ class CudaEngine(SlotBook):
             "attention_piece": ATTN_PIECE,
             "prefill_chunk": self.prefill_chunk,
             "batch_prefill": self.batch_prefill,  # a step's prompt pieces in one prefill_batch call
-            # prompt tokens per step while other slots decode: as many as one decode step's rows, which cost
-            # about one 64-row decode step, so such a mixed step costs ~2x a plain one (a 256-token chunk: 4.2x)
-            "mixed_prefill_chunk": min(self.prefill_chunk, MAX_ROWS),
+            "mixed_prefill_chunk": min(self.prefill_chunk, MIXED_PREFILL_ROWS),  # prompt tokens beside decoding slots
         }
 
     def close(self) -> None:

@@ -136,6 +136,8 @@ GEMM_CUT_UNITS = int(os.environ.get("QTUI_GEMM_CUT_UNITS", "4"))
 # A layer's projections of two weight types (the 4b's Q6_K qkv beside its Q4_K z + b + a) as two GEMMs side by side,
 # each on its share of the SMs (ptx/gemm.cuh GEMM_PAIR_*), where they ran one after the other; 0: off (A/B)
 GEMM_PAIRS = os.environ.get("QTUI_GEMM_PAIRS", "1") != "0"
+# The most rows of a paired launch: one pass (a 512-token prefill ran 4 % slower paired, H100)
+GEMM_PAIR_MAX_ROWS = int(os.environ.get("QTUI_GEMM_PAIR_MAX_ROWS", str(GEMM_TOKENS)))
 # A GEMM unit's time by type, relative (probe/gemm_trace.py, 4b, m = 64, H100: q4_k 2.07 us, q6_k 2.65): a pair's
 # SMs are shared in proportion to its GEMMs' units times these
 GEMM_UNIT_COST = {"q6_k": 1.28}
@@ -468,7 +470,7 @@ class KernelTable:
         pair = (
             GEMM_PAIRS
             and len(launches) == 2
-            and m <= GEMM_TOKENS  # (one pass: a 512-token prefill ran 4 % slower paired, H100)
+            and m <= GEMM_PAIR_MAX_ROWS
             and bool(x.gx)
             and all(q in MMA_TYPES and uses_gemm(m, g, x.n // 256) for (q, _, _), g in zip(launches, groups))
         )

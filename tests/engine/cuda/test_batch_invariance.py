@@ -157,3 +157,50 @@ def test_graph_step_bitwise_equals_eager_step(engine):
         assert np.isfinite(se).all()
         assert np.array_equal(pe.view(np.uint32), pg.view(np.uint32)), f"m={m}: prefill graph != eager"
         assert np.array_equal(se.view(np.uint32), sg.view(np.uint32)), f"m={m}: decode graph != eager"
+
+
+@pytest.fixture(scope="module")
+def wide_engine(make_model):
+    """Steps of more than one 64-token GEMM pass: as many slots as the engine's decode step holds rows."""
+    from qtui.engine.cuda.engine import MAX_ROWS, CudaEngine
+    from qtui.model.gguf_file import GGUFModel
+
+    eng = CudaEngine(GGUFModel.open(make_model("tiny-tiled", "q4_k_m")), max_slots=MAX_ROWS, max_context=256,
+                     progress=False)  # fmt: skip
+    assert eng.max_rows == MAX_ROWS > 64
+    yield eng
+    eng.close()
+
+
+@pytest.mark.parametrize("c", [65, 96, 128])
+@pytest.mark.parametrize("kind", ["different", "staggered"])
+def test_steps_of_two_passes_equal_solo_replies(wide_engine, c, kind):
+    """Decode steps of 65..128 rows (two 64-token passes, the second part full) give every request its solo reply."""
+    rng = np.random.default_rng()
+    prompts = [rng.integers(0, wide_engine.config.n_vocab, int(rng.integers(1, 40))).tolist() for _ in range(c)]
+    joins = [0] * c if kind != "staggered" else sorted(rng.integers(0, N_NEW // 2, c).tolist())
+    solo = [solo_reply(wide_engine, p) for p in prompts]
+    together = batched_replies(wide_engine, prompts, joins)
+    differ = [i for i in range(c) if solo[i] != together[i]]
+    assert not differ, f"c={c} {kind}: requests {differ[:8]} differ from their solo replies"
+
+
+def test_two_pass_graph_step_bitwise_equals_eager_step(wide_engine):
+    rng = np.random.default_rng()
+    n_vocab = wide_engine.config.n_vocab
+    for m in (65, 100, 128):
+        prompts = [rng.integers(0, n_vocab, int(rng.integers(1, 20))).tolist() for _ in range(m)]
+        tokens = rng.integers(0, n_vocab, m).tolist()
+        steps = []
+        for use_graphs in (False, True):  # from the same prompts, in fresh slots
+            wide_engine.use_graphs = use_graphs
+            slots = [wide_engine.alloc_slot() for _ in range(m)]
+            for s, p in zip(slots, prompts):
+                wide_engine.prefill(s, p)
+            steps.append(wide_engine.decode_logits(slots, tokens))
+            for s in slots:
+                wide_engine.free_slot(s)
+        wide_engine.use_graphs = True
+        eager, graph = steps
+        assert np.isfinite(eager).all()
+        assert np.array_equal(eager.view(np.uint32), graph.view(np.uint32)), f"m={m}: decode graph != eager"
