@@ -43,7 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "chunk, 256)")  # fmt: skip
     p.add_argument("--max-mixed-prefill-tokens", type=int, default=None, metavar="N", help="the same budget in a "
                    "step where other requests decode, so a prompt costs them a bounded delay per token (default: the "
-                   "engine's mixed chunk: 64 on CUDA, one GEMV pass, about 2x a plain step at 64 rows)")  # fmt: skip
+                   "engine's mixed chunk per decode pass: on CUDA 64 per 64 decoding rows, so such a step costs "
+                   "~2x a plain one; a number given here is a fixed bound)")  # fmt: skip
     p.add_argument("--queue-size", type=int, default=256, help="wait queue bound; beyond it: overloaded (default 256)")
     p.add_argument("--max-per-connection", type=int, default=None, metavar="N", help="requests one connection may "
                    "have running or queued; beyond it: overloaded (default max(4, queue-size / 4))")  # fmt: skip
@@ -115,7 +116,8 @@ async def _serve_until_signal(args: argparse.Namespace) -> int:
         engine = srv.engine
         limits = (f"max_slots {engine.max_slots}, max_rows {engine.max_rows}, max_context {engine.max_context}, "
                   f"max_prefill_tokens {srv.scheduler.max_prefill_tokens} "
-                  f"({srv.scheduler.max_mixed_prefill_tokens} while others decode)")  # fmt: skip
+                  f"({srv.scheduler.max_mixed_prefill_tokens}{' a decode pass' if srv.scheduler.mixed_scales else ''}"
+                  " while others decode)")  # fmt: skip
         print(f"qtui serve: {srv.url} ({where}, {limits}{extra})", flush=True)
         await stop.wait()
         print(f"qtui serve: draining (up to {args.drain_timeout:g} s)", flush=True)

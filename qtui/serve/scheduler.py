@@ -4,7 +4,8 @@ One `step()` = admit waiting requests into free slots, feed prompt tokens to the
 `max_prefill_tokens` of them per step across all requests (a token budget, as vLLM's chunked prefill: a long
 prompt arriving while many slots decode costs them one bounded chunk per step, never a frozen stream; in a step
 where requests decode the budget is `max_mixed_prefill_tokens`, smaller on CUDA, so that step costs about two
-plain ones), then
+plain ones; by default that many per `describe()["decode_pass_rows"]` decoding rows where the engine states its
+pass, since a decode step of two passes costs about twice one), then
 ONE `engine.decode(slots, tokens)` for every request in decode state (several calls of at most
 `engine.max_rows` rows each when more slots decode, each reported as its own `Step` with the m the engine ran).
 The budget goes to prefilling requests in admission order (first come, first served; a request that cannot use
@@ -67,8 +68,8 @@ class Scheduler:
     ) -> None:
         """`max_prefill_tokens`: prompt tokens per step over all requests (default: the engine's
         `describe()["prefill_chunk"]`, else DEFAULT_MAX_PREFILL_TOKENS); `max_mixed_prefill_tokens`: the same in a
-        step where requests decode (default: the engine's `describe()["mixed_prefill_chunk"]`, else the first;
-        never more than it)."""
+        step where requests decode (default: the engine's `describe()["mixed_prefill_chunk"]` per
+        `describe()["decode_pass_rows"]` rows decoding, else the first; never more than it)."""
         described = engine.describe()
         engine_chunk = described.get("prefill_chunk")  # None: the engine has no preferred chunk
         budget = max_prefill_tokens or int(engine_chunk or DEFAULT_MAX_PREFILL_TOKENS)
@@ -82,6 +83,9 @@ class Scheduler:
         self.queue_size = queue_size
         self.max_prefill_tokens = budget
         self.max_mixed_prefill_tokens = mixed
+        # the default mixed budget grows with the decode step's passes (a 128-row CUDA step: 128 prompt tokens), so
+        # admission keeps pace with a large batch while a mixed step still costs ~2x a plain one
+        self._mixed_pass_rows = 0 if max_mixed_prefill_tokens else int(described.get("decode_pass_rows") or 0)
         # partial pieces are multiples of this, so every piece starts on an engine chunk boundary of the prompt
         self.prefill_align = min(int(engine_chunk), budget) if engine_chunk else 1
         self.verify_parity = verify_parity
@@ -199,13 +203,23 @@ class Scheduler:
         if self.has_live and self._verifying is not None:
             self._abort_verification()  # client work comes first; the re-run restarts later from scratch
         self._admit(out)
-        decoding = any(r.status is Status.DECODE for r in self._running.values())  # this step also decodes
-        self._prefill(list(self._running.values()), out, self.max_mixed_prefill_tokens if decoding else None)
+        decoding = sum(r.status is Status.DECODE for r in self._running.values())  # rows this step also decodes
+        self._prefill(list(self._running.values()), out, self.mixed_budget(decoding) if decoding else None)
         self._decode([r for r in self._running.values() if r.status is Status.DECODE], out)
         if not self.has_live and (self._verifying is not None or self._to_verify):
             self._collect(out)
             self._verify_step(out)
         return out
+
+    @property
+    def mixed_scales(self) -> bool:
+        """True where the mixed budget is per decode pass (the engine's default), not a fixed bound."""
+        return self._mixed_pass_rows > 0
+
+    def mixed_budget(self, decoding: int) -> int:
+        """Prompt tokens of a step where `decoding` rows also decode."""
+        passes = -(-decoding // self._mixed_pass_rows) if self._mixed_pass_rows else 1
+        return min(self.max_prefill_tokens, self.max_mixed_prefill_tokens * max(1, passes))
 
     def _admit(self, out: list[ev.Event]) -> None:
         while self._waiting and self.engine.num_free_slots() > 0:

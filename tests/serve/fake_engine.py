@@ -33,9 +33,11 @@ class FakeEngine:
         prefill_chunk: int | None = None,
         mixed_prefill_chunk: int | None = None,
         ahead: bool = False,
+        decode_pass_rows: int | None = None,
     ):
         self.prefill_chunk = prefill_chunk  # stated in describe() as the CUDA engine does (None: not stated)
         self.mixed_prefill_chunk = mixed_prefill_chunk  # likewise
+        self.decode_pass_rows = decode_pass_rows  # likewise
         self.prefill_calls: list[tuple[int, int]] = []  # (slot, tokens) of every prefill call, in order
         self.max_slots = max_slots
         self.max_rows = max_rows or max_slots  # fewer rows than slots: the scheduler must split its decodes
@@ -132,7 +134,8 @@ class FakeEngine:
 
     def describe(self) -> dict[str, Any]:
         out = {"engine": "fake", "device": "host (fake)", "max_slots": self.max_slots, "max_context": self.max_context}
-        chunks = {"prefill_chunk": self.prefill_chunk, "mixed_prefill_chunk": self.mixed_prefill_chunk}
+        chunks = {"prefill_chunk": self.prefill_chunk, "mixed_prefill_chunk": self.mixed_prefill_chunk,
+                  "decode_pass_rows": self.decode_pass_rows}  # fmt: skip
         return {**out, **{k: v for k, v in chunks.items() if v is not None}}
 
 

@@ -200,3 +200,30 @@ def test_an_engine_that_turns_batch_prefill_off_gets_one_prefill_call_a_piece():
     assert {rid: d.tokens for rid, d in dones(events).items()} == {
         rid: solo_reply(p, 3, eos=None) for rid, p in prompts.items()
     }
+
+
+def test_the_default_mixed_budget_grows_with_the_decode_passes_a_given_one_does_not():
+    """An engine that decodes in passes of 4 rows with a mixed chunk of 4: a step with 1..4 rows decoding carries 4
+    prompt tokens, with 5..8 rows 8 (two passes cost about twice one); never more than max_prefill_tokens; a
+    --max-mixed-prefill-tokens given by hand stays a fixed bound."""
+    engine = FakeEngine(max_slots=12, max_context=200, prefill_chunk=2, mixed_prefill_chunk=4, decode_pass_rows=4)
+    sched = Scheduler(engine, FakeTokenizer(), max_prefill_tokens=10)
+    assert sched.mixed_scales
+    assert [sched.mixed_budget(n) for n in (1, 4, 5, 8, 9, 12)] == [4, 4, 8, 8, 10, 10]
+    fixed = Scheduler(engine, FakeTokenizer(), max_prefill_tokens=10, max_mixed_prefill_tokens=4)
+    assert not fixed.mixed_scales and fixed.mixed_budget(12) == 4
+    rng = random.Random(11)
+    running = {f"r{i}": rand_prompt(rng, 1) for i in range(6)}  # 6 rows decode after the first step
+    for rid, p in running.items():
+        sched.submit(rid, p, GenerateParams(max_tokens=40, ignore_eos=True))
+    events = sched.step()
+    late = rand_prompt(rng, 30)
+    sched.submit("late", late, GenerateParams(max_tokens=3, ignore_eos=True))
+    before = sum(n for _, n in engine.prefill_calls)
+    events += sched.step()  # 6 rows decode: two passes, 8 prompt tokens (whole chunks of 2)
+    assert sum(n for _, n in engine.prefill_calls) - before == 8
+    while sched.has_work:
+        events += sched.step()
+    got = {rid: d.tokens for rid, d in dones(events).items()}
+    assert got["late"] == solo_reply(late, 3, eos=None)
+    assert all(got[rid] == solo_reply(p, 40, eos=None) for rid, p in running.items())

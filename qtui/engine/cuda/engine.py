@@ -24,7 +24,7 @@ from qtui.engine.cuda import driver as drv
 from qtui.engine.cuda import sampler as sampling_glue
 from qtui.engine.cuda.ahead import DecodeRing, Submitted
 from qtui.engine.cuda.graphs import GraphCache
-from qtui.engine.cuda.kernels import ATTN_PIECE, MAX_HEAD_DIM, KernelTable
+from qtui.engine.cuda.kernels import ATTN_PIECE, GEMM_TOKENS, MAX_HEAD_DIM, KernelTable
 from qtui.engine.cuda.prefill_runs import RunStep, plan_runs
 from qtui.engine.cuda.step import F32_BYTES, Activations, Head, Pools, build_step
 from qtui.engine.cuda.weights import DeviceWeights
@@ -408,6 +408,7 @@ class CudaEngine(SlotBook):
             "prefill_chunk": self.prefill_chunk,
             "batch_prefill": self.batch_prefill,  # a step's prompt pieces in one prefill_batch call
             "mixed_prefill_chunk": min(self.prefill_chunk, MIXED_PREFILL_ROWS),  # prompt tokens beside decoding slots
+            "decode_pass_rows": GEMM_TOKENS,  # ... per this many decoding rows (a 128-row step is two passes)
         }
 
     def close(self) -> None:
