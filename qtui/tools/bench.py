@@ -152,7 +152,8 @@ def ladder_rung(
     for _ in range(LADDER_WARMUP):
         toks = step(toks)
     host = []
-    ahead = bool(getattr(engine, "decode_ahead", False))  # each step queued before the last one is read
+    # each step queued before the last one is read, where one call holds the rung (as the scheduler does)
+    ahead = bool(getattr(engine, "decode_ahead", False)) and c <= engine.max_rows
     t0 = time.perf_counter()
     if ahead:  # as the server runs: the host reads step N's tokens while step N + 1 runs
         pending = engine.decode_submit(slots, toks, sampling)
