@@ -40,7 +40,7 @@ from qtui.model.config import Qwen35Config
 MAX_ROWS = 128
 # Prompt tokens a mixed step carries beside decoding slots: one 64-token pass, which costs about one 64-row decode step,
 # so such a step costs ~2x a plain one (a 256-token chunk: 4.2x; issue 11's bound).
-MIXED_PREFILL_ROWS = 64
+MIXED_PREFILL_ROWS = GEMM_TOKENS
 PREFILL_CHUNK = 256  # prompt tokens per prefill step (4 GEMV passes)
 MULTI_RUN_PLANS = 64  # launch lists of prefill_batch's step shapes kept (~400 sites each)
 # Greedy decode steps queued before the host reads the previous one (ahead.py; the bench ladder and the scheduler

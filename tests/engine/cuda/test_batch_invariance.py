@@ -175,7 +175,8 @@ def wide_engine(make_model):
 @pytest.mark.parametrize("c", [65, 96, 128])
 @pytest.mark.parametrize("kind", ["different", "staggered"])
 def test_steps_of_two_passes_equal_solo_replies(wide_engine, c, kind):
-    """Decode steps of 65..128 rows (two 64-token passes, the second part full) give every request its solo reply."""
+    """Decode steps of 65..128 rows (two 64-token passes, the second partly filled or full) give every request its
+    solo reply."""
     rng = np.random.default_rng()
     prompts = [rng.integers(0, wide_engine.config.n_vocab, int(rng.integers(1, 40))).tolist() for _ in range(c)]
     joins = [0] * c if kind != "staggered" else sorted(rng.integers(0, N_NEW // 2, c).tolist())
