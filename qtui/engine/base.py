@@ -116,6 +116,16 @@ class AheadEngine(Protocol):
 
 
 @runtime_checkable
+class TimedEngine(Protocol):
+    """Optional: what a decode step of m rows costs on the device (the CUDA engine times its queued-ahead steps,
+    qtui/engine/cuda/ahead.py). The scheduler picks the rows of a step by it (qtui/serve/scheduler.py)."""
+
+    def decode_ms(self, m: int) -> float | None:
+        """Milliseconds of a recent m-row decode step (an average), None where none was timed."""
+        ...
+
+
+@runtime_checkable
 class BatchPrefillEngine(Protocol):
     """Optional: several slots' prompt pieces in one call (the CUDA engine, qtui/engine/cuda/prefill_runs.py). The
     scheduler sends a step's pieces that want no logprobs through it where `batch_prefill` is true."""

@@ -45,6 +45,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "step where other requests decode, so a prompt costs them a bounded delay per token (default: the "
                    "engine's mixed chunk per decode pass: on CUDA 64 per 64 decoding rows, so such a step costs "
                    "~2x a plain one; a number given here is a fixed bound)")  # fmt: skip
+    p.add_argument("--step-rows", choices=("fastest", "all"), default="fastest", help="rows a decode step: 'fastest' "
+                   "runs only the engine's whole passes (64 rows on CUDA) when more requests decode and its measured "
+                   "step times say that gives more tokens a second, the rows left out taking turns; 'all' decodes "
+                   "every request each step (default fastest)")  # fmt: skip
     p.add_argument("--queue-size", type=int, default=256, help="wait queue bound; beyond it: overloaded (default 256)")
     p.add_argument("--max-per-connection", type=int, default=None, metavar="N", help="requests one connection may "
                    "have running or queued; beyond it: overloaded (default max(4, queue-size / 4))")  # fmt: skip
@@ -101,7 +105,7 @@ def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
         window_ms=args.window_ms, queue_size=args.queue_size, max_per_connection=args.max_per_connection,
         record=args.record, verify_parity=args.verify_parity, api_key=args.api_key, drain_timeout=args.drain_timeout,
         max_queued_bytes=args.max_queued_bytes, max_prefill_tokens=args.max_prefill_tokens,
-        max_mixed_prefill_tokens=args.max_mixed_prefill_tokens,
+        max_mixed_prefill_tokens=args.max_mixed_prefill_tokens, step_rows=args.step_rows,
     )  # fmt: skip
 
 

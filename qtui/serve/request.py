@@ -80,6 +80,7 @@ class Request:
     detok: Detokenizer | None = None
     first_token_t: float | None = None
     max_m: int = 0  # the largest decode batch this request took part in (0: never decoded, 1-token reply)
+    turn: int = -1  # when a decode step last held it, in the scheduler's count of rows run (-1: none yet)
     finish_reason: str | None = None
     prompt_choices: list[Choice] = field(default_factory=list)  # prompt logprobs so far (prompt_logprobs only)
 

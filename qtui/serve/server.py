@@ -31,7 +31,7 @@ from qtui.serve.engine_thread import EngineThread
 from qtui.serve.metrics import Metrics
 from qtui.serve.recorder import Recorder, git_commit
 from qtui.serve.request import GenerateParams
-from qtui.serve.scheduler import Scheduler
+from qtui.serve.scheduler import STEP_ROWS, Scheduler
 from qtui.serve.stats import StatsFeed
 from qtui.serve.ws import WebSocketSide
 
@@ -54,6 +54,7 @@ class ServeSettings:
     max_message_bytes: int = proto.MAX_MESSAGE_BYTES
     max_prefill_tokens: int | None = None  # prompt tokens per step, all requests; None: the engine's prefill chunk
     max_mixed_prefill_tokens: int | None = None  # the same while others decode; None: the engine's mixed chunk
+    step_rows: str = "fastest"  # rows a decode step: "fastest" (whole passes where faster) or "all" (scheduler.py)
     stats_interval: float = 0.25
     max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES  # per WebSocket: a client that stops reading is dropped
 
@@ -67,6 +68,8 @@ class ServeSettings:
                         ("--max-mixed-prefill-tokens", self.max_mixed_prefill_tokens)):  # fmt: skip
             if n is not None and n < 1:
                 raise BadRequest(f"{flag} must be >= 1, got {n}")
+        if self.step_rows not in STEP_ROWS:
+            raise BadRequest(f"--step-rows must be one of {', '.join(STEP_ROWS)}, got {self.step_rows!r}")
         if self.max_per_connection is not None and self.max_per_connection < 1:
             raise BadRequest(f"--max-per-connection must be >= 1, got {self.max_per_connection}")
 
@@ -125,7 +128,8 @@ class QtuiServer(WebSocketSide):
         self.scheduler = Scheduler(engine, _Codec(tokenizer), queue_size=settings.queue_size,
                                    max_prefill_tokens=settings.max_prefill_tokens,
                                    max_mixed_prefill_tokens=settings.max_mixed_prefill_tokens,
-                                   verify_parity=settings.verify_parity)  # fmt: skip
+                                   verify_parity=settings.verify_parity,
+                                   step_rows=settings.step_rows)  # fmt: skip
         self.recorder = Recorder(settings.record, self._header(), self.start_t) if settings.record else None
         self._routes: dict[str, Route] = {}  # rid -> where its events go
         self._connections: set[Connection] = set()
@@ -343,6 +347,7 @@ class QtuiServer(WebSocketSide):
                 "max_per_connection": s.per_connection_limit, "verify_parity": s.verify_parity,
                 "max_prefill_tokens": self.scheduler.max_prefill_tokens,
                 "max_mixed_prefill_tokens": self.scheduler.max_mixed_prefill_tokens,
+                "step_rows": s.step_rows, "decode_pass_rows": self.scheduler.decode_pass_rows,
                 "max_message_bytes": s.max_message_bytes,
                 "drain_timeout": s.drain_timeout}  # fmt: skip
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from qtui.engine.sampling import Choice, SamplingParams
@@ -34,10 +34,13 @@ class FakeEngine:
         mixed_prefill_chunk: int | None = None,
         ahead: bool = False,
         decode_pass_rows: int | None = None,
+        step_ms: Callable[[int], float] | None = None,
     ):
         self.prefill_chunk = prefill_chunk  # stated in describe() as the CUDA engine does (None: not stated)
         self.mixed_prefill_chunk = mixed_prefill_chunk  # likewise
         self.decode_pass_rows = decode_pass_rows  # likewise
+        self.step_ms = step_ms  # a made-up device time of an m-row step, stated once such a step ran (decode_ms)
+        self._ran: set[int] = set()  # the m of every decode step run
         self.prefill_calls: list[tuple[int, int]] = []  # (slot, tokens) of every prefill call, in order
         self.max_slots = max_slots
         self.max_rows = max_rows or max_slots  # fewer rows than slots: the scheduler must split its decodes
@@ -114,11 +117,16 @@ class FakeEngine:
         assert len(set(slots)) == len(slots) == len(tokens) >= 1
         assert len(slots) <= self.max_rows, f"decode of {len(slots)} rows > max_rows {self.max_rows}"
         self.decode_calls.append(list(slots))
+        self._ran.add(len(slots))
         if self.step_delay_s:
             time.sleep(self.step_delay_s)
         for slot, tok in zip(slots, tokens):
             self._feed(slot, [tok])
         return [self._next(s, None if sampling is None else sampling[i]) for i, s in enumerate(slots)]
+
+    def decode_ms(self, m: int) -> float | None:
+        """As the CUDA engine's: the time of m-row steps once one ran (never, without a `step_ms`)."""
+        return self.step_ms(m) if self.step_ms is not None and m in self._ran else None
 
     def prefill_choices(self, slot, tokens, sampling, targets=None) -> list[Choice]:
         if targets is None:

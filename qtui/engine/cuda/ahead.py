@@ -10,6 +10,11 @@ step copies its chained rows from there (one copy per run of consecutive rows) a
 The arithmetic is the synchronous step's (the same graph, the same inputs), so tokens are bitwise those of
 `decode`. Each ring entry has its own pinned step image and pinned outputs: the host rewrites an entry only after
 the step that used it was collected (its event recorded after its upload and its download).
+
+Each entry also times its step on the GPU (an event before its upload, the collect event after its download):
+`StepTimes` keeps those milliseconds by m for the scheduler, which picks the rows of a step by them
+(qtui/serve/scheduler.py, `step_rows`). A step whose graph was captured on the way is not timed: the stream idled
+while the host captured.
 """
 
 from __future__ import annotations
@@ -28,10 +33,27 @@ class Submitted:
     """A decode step queued on the stream (`CudaEngine.decode_submit`), its tokens not yet read."""
 
     slots: list[int]
-    entry: int  # its ring entry: staging image, pinned outputs, chain outputs, event
+    entry: int  # its ring entry: staging image, pinned outputs, chain outputs, events
     serial: int
+    timed: bool = True  # its GPU time is the step's alone (no graph captured between its events)
     collected: bool = False
     dropped: bool = False  # its entry was taken by a later step before it was collected
+
+
+class StepTimes:
+    """GPU milliseconds of decode steps by their rows: a moving average per m (the last few steps weigh most)."""
+
+    def __init__(self, weight: float = 0.25) -> None:
+        self.weight = weight  # of each new step
+        self._ms: dict[int, float] = {}
+
+    def observe(self, m: int, ms: float) -> None:
+        old = self._ms.get(m)
+        self._ms[m] = ms if old is None else old + self.weight * (ms - old)
+
+    def get(self, m: int) -> float | None:
+        """The average of m-row steps, None where none was timed."""
+        return self._ms.get(m)
 
 
 class DecodeRing:
@@ -46,7 +68,8 @@ class DecodeRing:
         self.out = drv.PinnedArray((RING, rows), np.int32)
         self.params = drv.PinnedArray((RING, rows), params_dtype)  # the sampled rows' parameters, per entry
         self.chain = drv.DeviceBuffer(RING * rows * 4)  # int32 [RING][rows]: each entry's out_tokens
-        self.events = [drv.Event(timing=False) for _ in range(RING)]
+        self.starts = [drv.Event() for _ in range(RING)]  # recorded before each entry's upload
+        self.events = [drv.Event() for _ in range(RING)]  # ... and after its download (what collect waits for)
         self.busy: list[Submitted | None] = [None] * RING
         self.serial = 0  # the next step's
         self._source: dict[int, tuple[int, int]] = {}  # slot -> (serial, row) of its last step submitted here
@@ -83,10 +106,10 @@ class DecodeRing:
                 runs.append([i, addr, 1])
         return [(r[0], r[1], r[2]) for r in runs]
 
-    def record(self, slots: list[int], entry: int) -> Submitted:
+    def record(self, slots: list[int], entry: int, timed: bool = True) -> Submitted:
         for row, slot in enumerate(slots):
             self._source[slot] = (self.serial, row)
-        sub = Submitted(slots, entry, self.serial)
+        sub = Submitted(slots, entry, self.serial, timed)
         self.busy[entry] = sub
         self.serial += 1
         return sub
@@ -96,6 +119,11 @@ class DecodeRing:
         self.events[sub.entry].synchronize()
         sub.collected = True
         return [int(t) for t in self.out.array[sub.entry, : len(sub.slots)]]
+
+    def gpu_ms(self, sub: Submitted) -> float:
+        """A collected step's GPU milliseconds, from before its upload to after its download."""
+        assert sub.collected
+        return self.events[sub.entry].elapsed_ms(self.starts[sub.entry])
 
     def free(self) -> None:
         self.staging.free()

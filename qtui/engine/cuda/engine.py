@@ -22,7 +22,7 @@ import numpy as np
 
 from qtui.engine.cuda import driver as drv
 from qtui.engine.cuda import sampler as sampling_glue
-from qtui.engine.cuda.ahead import DecodeRing, Submitted
+from qtui.engine.cuda.ahead import DecodeRing, StepTimes, Submitted
 from qtui.engine.cuda.graphs import GraphCache
 from qtui.engine.cuda.kernels import ATTN_PIECE, GEMM_TOKENS, MAX_HEAD_DIM, KernelTable
 from qtui.engine.cuda.prefill_runs import RunStep, plan_runs
@@ -104,6 +104,7 @@ class CudaEngine(SlotBook):
         self._multi_run_plans: dict[tuple[int, Head, int], list[drv.Site]] = {}  # oldest use first
         # decode steps queued ahead of the host (ahead.py)
         self.ring = DecodeRing(self.max_rows, self.acts.rows, sampling_glue.ROW_DTYPE)
+        self.step_times = StepTimes()  # decode steps queued ahead, their GPU ms by m (decode_ms)
         self.decode_ahead = DECODE_AHEAD
         self.batch_prefill = BATCH_PREFILL
         self.last_host_us = 0.0  # host time of the last decode call up to the sync (us)
@@ -251,6 +252,8 @@ class CudaEngine(SlotBook):
         runs = ring.chain_runs(slots, list(tokens))
         entry = ring.take_entry()
         self._stage_image(ring.staging.array[entry], slots, ids)
+        timed = not self.use_graphs or (m, "all", 1) in self.graphs  # a capture on the way idles the stream
+        ring.starts[entry].record(self.stream)
         self.acts.step.upload(ring.staging.array[entry], self.stream)
         for row, addr, n in runs:  # the chained rows' inputs, over the placeholders
             drv.copy_on_device(self.acts.tokens() + 4 * row, addr, 4 * n, self.stream)
@@ -262,12 +265,20 @@ class CudaEngine(SlotBook):
         ring.events[entry].record(self.stream)
         self._length[slots] += 1
         self.last_host_us = (time.perf_counter() - t0) * 1e6
-        return ring.record(slots, entry)
+        return ring.record(slots, entry, timed)
 
     def decode_collect(self, submitted: Submitted) -> list[int]:
         """Wait for a submitted step and return its m tokens (once per step)."""
         assert not submitted.collected, "decode step collected twice"
-        return self.ring.collect(submitted)
+        tokens = self.ring.collect(submitted)
+        if submitted.timed:
+            self.step_times.observe(len(tokens), self.ring.gpu_ms(submitted))
+        return tokens
+
+    def decode_ms(self, m: int) -> float | None:
+        """The GPU milliseconds of an m-row decode step queued ahead, averaged over the last ones timed (None: no
+        such step timed yet); the scheduler's choice of rows a step (step_rows) reads it."""
+        return self.step_times.get(m)
 
     def decode(self, slots: Sequence[int], tokens: Sequence[int],
                sampling: Sequence[SamplingParams] | None = None) -> list[int]:  # fmt: skip
