@@ -101,6 +101,31 @@ def test_replies_with_steps_queued_ahead_equal_solo_replies(engine, c):
     check_ahead_replies(engine, c)
 
 
+def check_step_times(engine, m=7):
+    """decode_ms(m): the device time of m-row steps queued ahead (the scheduler's step_rows reads it), from the
+    ring's events; the step that captured m's graph is not timed (the stream idled while the host captured)."""
+    from qtui.engine.cuda.ahead import StepTimes
+
+    engine.step_times = StepTimes()
+    rng = np.random.default_rng()
+    new_shape = (m, "all", 1) not in engine.graphs
+    slots = [engine.alloc_slot() for _ in range(m)]
+    first = [engine.prefill(s, rng.integers(0, engine.config.n_vocab, 5).tolist()) for s in slots]
+    engine.decode_collect(engine.decode_submit(slots, first))
+    assert (engine.decode_ms(m) is None) == new_shape
+    for _ in range(3):
+        engine.decode_collect(engine.decode_submit(slots, [None] * m))
+    ms = engine.decode_ms(m)
+    assert ms is not None and 0 < ms < 1000, ms
+    assert engine.decode_ms(m - 1) is None  # no step of m - 1 rows ran since
+    for s in slots:
+        engine.free_slot(s)
+
+
+def test_steps_queued_ahead_are_timed_by_m_once_their_graph_is_captured(engine):
+    check_step_times(engine)
+
+
 def test_chaining_needs_a_step_to_chain_from(engine):
     slot = engine.alloc_slot()
     engine.prefill(slot, [1, 2, 3])

@@ -274,22 +274,4 @@ def test_simulated_sampled_steps_queued_ahead_pick_what_decode_picks(sim_driver,
 
 
 def test_simulated_steps_queued_ahead_are_timed_by_m_once_their_graph_is_captured(engine):
-    """decode_ms(m): the device time of m-row steps queued ahead (the scheduler's step_rows reads it), from the
-    ring's events; the step that captured m's graph is not timed (the stream idled while the host captured)."""
-    from qtui.engine.cuda.ahead import StepTimes
-
-    engine.step_times = StepTimes()
-    rng = np.random.default_rng()
-    m = 7
-    new_shape = (m, "all", 1) not in engine.graphs
-    slots = [engine.alloc_slot() for _ in range(m)]
-    first = [engine.prefill(s, rng.integers(0, engine.config.n_vocab, 5).tolist()) for s in slots]
-    engine.decode_collect(engine.decode_submit(slots, first))
-    assert (engine.decode_ms(m) is None) == new_shape
-    for _ in range(3):
-        engine.decode_collect(engine.decode_submit(slots, [None] * m))
-    ms = engine.decode_ms(m)
-    assert ms is not None and np.isfinite(ms) and ms > 0
-    assert engine.decode_ms(m - 1) is None  # no step of 6 rows ran since
-    for s in slots:
-        engine.free_slot(s)
+    bi.check_step_times(engine)
