@@ -124,9 +124,10 @@ PRODUCERS_STAGE = os.environ.get("QTUI_PRODUCERS_STAGE", "1") != "0"
 # launch runs as the GEMM (session 15, against the GEMV's NT = 4 passes: the 0.8b m = 64 step 4557 -> 3192 us on an
 # H200, c = 64 13557 -> 19072 tok/s; at 16 rather than 32 on an H100 the 0.8b c = 20 / 24 / 32 5727 / 6711 / 8435 ->
 # 11017 / 13079 / 16661 tok/s and the 4b's +2 - 3 %, c = 16 unchanged). QTUI_GEMM_DECODE_MIN_UNITS,
-# QTUI_GEMM_SMALL_GEMV_ROWS.
+# QTUI_GEMM_SMALL_GEMV_ROWS. Since then the GEMM got faster: 8 (every launch of 9+ rows on the GEMM) gives the 0.8b
+# c = 12 / 16 6310 / 8096 -> 8327 / 10775 tok/s (+32 %), the 4b +0.6 - 0.9 % (H200, session 28).
 GEMM_DECODE_MIN_UNITS = int(os.environ.get("QTUI_GEMM_DECODE_MIN_UNITS", "2560"))
-GEMM_SMALL_GEMV_ROWS = int(os.environ.get("QTUI_GEMM_SMALL_GEMV_ROWS", "16"))
+GEMM_SMALL_GEMV_ROWS = int(os.environ.get("QTUI_GEMM_SMALL_GEMV_ROWS", "8"))
 # one GEMM block per SM (200+ registers per thread); QTUI_GEMM_RESIDENT_BLOCKS: variant builds (gemm_variants.sh)
 GEMM_RESIDENT_BLOCKS = int(os.environ.get("QTUI_GEMM_RESIDENT_BLOCKS", "132"))
 # gemm_blocks' cost of cutting, in units: 4 since the fold launch (session 14, 4b, H100, against 8: the m = 64 step

@@ -234,14 +234,21 @@ def test_gemv_sites_choose_kernels_by_type_and_rows(monkeypatch):
         stage, k, fold = kt.swiglu_gemv(qtype=qtype, w_gate=1, w_up=2, x=Split(1, 2, 2560), act=Split(3, 4, 9216), m=20)
         assert k.name == f"mma_gemm_swiglu_{qtype}_n32" and stage.grid == (1, 10, 5)  # the 32-token form
         assert fold.name == "gemm_fold_swiglu_n32"
-    small = Split(1, 2, 1024)  # 0.8b ffn down shape (64 tiles, 14 super-blocks): 896 units, the GEMV up to one pass
-    for m, down, gate_up in ((9, 1, 1), (16, 1, 1), (17, 3, 2), (64, 3, 2), (65, 3, 2), (256, 3, 2)):  # (down: cut)
+    small = Split(1, 2, 1024)  # 0.8b ffn down shape (64 tiles, 14 super-blocks): 896 units
+    assert kernels.GEMM_SMALL_GEMV_ROWS == 8  # every launch of GEMM_MIN_ROWS (9) rows or more runs as the GEMM
+    for m in (9, 16, 17, 64, 256):  # the GEMM, its folds (down: tile groups cut, so a stage and a fold launch)
+        assert len(kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 3584), outputs=[(3, 1024)], m=m)) == 3
+        assert len(kt.swiglu_gemv(qtype="q4_k", w_gate=1, w_up=2, x=small, act=Split(3, 4, 3584), m=m)) == 2
+    assert kernels.uses_gemm(9, 1, 1) and not kernels.uses_gemm(8, 10**6, 64)
+    monkeypatch.setattr(kernels, "GEMM_SMALL_GEMV_ROWS", 16)  # QTUI_GEMM_SMALL_GEMV_ROWS=16: small launches' GEMV
+    for m, down, gate_up in ((9, 1, 1), (16, 1, 1), (17, 3, 2), (65, 3, 2)):  # the GEMV up to 16 rows
         assert len(kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 3584), outputs=[(3, 1024)], m=m)) == down
         assert len(kt.swiglu_gemv(qtype="q4_k", w_gate=1, w_up=2, x=small, act=Split(3, 4, 3584), m=m)) == gate_up
     assert kernels.uses_gemm(16, 40, 8) and not kernels.uses_gemm(16, 39, 8) and kernels.uses_gemm(17, 1, 1)
     assert not kernels.uses_gemm(8, 10**6, 64) and kernels.uses_gemm(9, 40, 8)
     (k,) = kt.gemv(qtype="q4_k", w=1, x=Split(1, 2, 3584), outputs=[(3, 1024)], m=16)  # small: the GEMV's NT = 2
     assert k.name == "mma_gemv_q4_k_n2"
+    monkeypatch.setattr(kernels, "GEMM_SMALL_GEMV_ROWS", 8)
     monkeypatch.setattr(kernels, "GEMM_NARROW_ROWS", 0)  # QTUI_GEMM_NARROW_ROWS=0: the 64-token form from 17 rows
     (_, k, _) = kt.gemv(qtype="q4_k", w=1, x=x, outputs=[(3, 2560)], m=17, res=3)
     assert k.name == "mma_gemm_q4_k"
