@@ -101,7 +101,7 @@ def test_replies_with_steps_queued_ahead_equal_solo_replies(engine, c):
     check_ahead_replies(engine, c)
 
 
-def check_step_times(engine, m=7):
+def check_step_times(engine, m=7, max_ms=1000.0):
     """decode_ms(m): the device time of m-row steps queued ahead (the scheduler's step_rows reads it), from the
     ring's events; the step that captured m's graph is not timed (the stream idled while the host captured)."""
     from qtui.engine.cuda.ahead import StepTimes
@@ -116,7 +116,7 @@ def check_step_times(engine, m=7):
     for _ in range(3):
         engine.decode_collect(engine.decode_submit(slots, [None] * m))
     ms = engine.decode_ms(m)
-    assert ms is not None and 0 < ms < 1000, ms
+    assert ms is not None and 0 < ms < max_ms, ms  # (a 7-row step of the tiny model: well under a second)
     assert engine.decode_ms(m - 1) is None  # no step of m - 1 rows ran since
     for s in slots:
         engine.free_slot(s)
