@@ -4,8 +4,8 @@ One `step()` = admit waiting requests into free slots, feed prompt tokens to the
 `max_prefill_tokens` of them per step across all requests (a token budget, as vLLM's chunked prefill: a long
 prompt arriving while many slots decode costs them one bounded chunk per step, never a frozen stream; in a step
 where requests decode the budget is `max_mixed_prefill_tokens`, smaller on CUDA, so that step costs about two
-plain ones; by default that many per `describe()["decode_pass_rows"]` decoding rows where the engine states its
-pass, since a decode step of two passes costs about twice one), then
+plain ones; by default that many per `describe()["decode_pass_rows"]` rows the step decodes where the engine states
+its pass, since a decode step of two passes costs about twice one), then
 ONE `engine.decode(slots, tokens)` for every request in decode state (several calls of at most
 `engine.max_rows` rows each when more slots decode, each reported as its own `Step` with the m the engine ran).
 The budget goes to prefilling requests in admission order (first come, first served; a request that cannot use
@@ -218,7 +218,8 @@ class Scheduler:
             self._abort_verification()  # client work comes first; the re-run restarts later from scratch
         self._admit(out)
         decoding = sum(r.status is Status.DECODE for r in self._running.values())  # rows this step also decodes
-        self._prefill(list(self._running.values()), out, self.mixed_budget(decoding) if decoding else None)
+        budget = self.mixed_budget(self.rows_to_run(decoding)) if decoding else None  # by the rows that will run
+        self._prefill(list(self._running.values()), out, budget)
         self._decode(self._step_rows([r for r in self._running.values() if r.status is Status.DECODE]), out)
         if not self.has_live and (self._verifying is not None or self._to_verify):
             self._collect(out)
@@ -243,16 +244,18 @@ class Scheduler:
             return n
         return n - n % p
 
+    def rows_to_run(self, n: int) -> int:
+        """The rows a step of n decoding requests runs: its whole passes where the engine's timed steps give them
+        more rows per millisecond than all n (a size never timed runs once first, n before the whole passes), else n."""
+        k = self.whole_passes(n)
+        if k == n or self._decode_ms is None:
+            return n
+        ms_n, ms_k = self._decode_ms(n), self._decode_ms(k)
+        return k if ms_n is not None and (ms_k is None or k / ms_k > n / ms_n) else n
+
     def _step_rows(self, reqs: list[Request]) -> list[Request]:
         """The decoding requests this step runs (module doc, "Rows a step"), in admission order."""
-        n, k = len(reqs), self.whole_passes(len(reqs))
-        if k < n and self._decode_ms is not None:
-            ms_n, ms_k = self._decode_ms(n), self._decode_ms(k)
-            # a step size never timed is tried once (n first), then the one of more rows per millisecond runs
-            if ms_n is None or (ms_k is not None and k / ms_k <= n / ms_n):
-                k = n
-        else:
-            k = n
+        n, k = len(reqs), self.rows_to_run(len(reqs))
         # the k held longest ago (never: admission order), each then queued behind the rest in that order, so
         # the rows left out take turns
         order = sorted(range(n), key=lambda i: (reqs[i].turn, i))[:k]

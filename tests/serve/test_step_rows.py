@@ -95,3 +95,30 @@ def test_whole_passes_and_the_parity_tools_least_batch():
 def test_a_bad_step_rows_is_refused():
     with pytest.raises(AssertionError, match="step_rows"):
         Scheduler(FakeEngine(), FakeTokenizer(), step_rows="some")
+
+
+def test_the_mixed_budget_follows_the_rows_that_run():
+    """A prompt admitted while 6 requests decode in steps of one whole pass (4 rows) gets the budget of one pass (4
+    tokens a step), not of the two passes 6 rows would take, so the mixed step stays ~2x the plain one."""
+    engine = FakeEngine(max_slots=8, max_context=200, prefill_chunk=2, mixed_prefill_chunk=4, decode_pass_rows=PASS,
+                        step_ms=passes_cost, ahead=True)  # fmt: skip
+    sched = Scheduler(engine, FakeTokenizer(), max_prefill_tokens=16)
+    rng = random.Random(3)
+    running = {f"r{i}": rand_prompt(rng, 1) for i in range(6)}
+    for rid, p in running.items():
+        sched.submit(rid, p, GenerateParams(max_tokens=40, ignore_eos=True))
+    events = []
+    for _ in range(4):  # 6 rows timed, then 4: steps of 4 rows from here
+        events += sched.step()
+    assert sched.rows_to_run(6) == 4 and sched.mixed_budget(6) == 8 and sched.mixed_budget(4) == 4
+    late = rand_prompt(rng, 30)
+    sched.submit("late", late, GenerateParams(max_tokens=3, ignore_eos=True))
+    before = sum(n for _, n in engine.prefill_calls)
+    events += sched.step()
+    assert sum(n for _, n in engine.prefill_calls) - before == 4
+    assert len(engine.decode_calls[-1]) == 4
+    while sched.has_work:
+        events += sched.step()
+    got = {rid: d.tokens for rid, d in dones(events).items()}
+    assert got["late"] == solo_reply(late, 3, eos=None)
+    assert all(got[rid] == solo_reply(p, 40, eos=None) for rid, p in running.items())
