@@ -118,8 +118,9 @@ def every_site() -> list:
             )
     gemm_min_rows = K.GEMM_MIN_ROWS
     for qtype in K.GEMV_TYPES:
-        # (20, False): 20 rows with the GEMM off (QTUI_GEMM_MIN_ROWS), the GEMV's 32-token passes
-        for m, gemm_on in [(m, True) for m in (1, 2, 3, 5, 9, 17, 33, 64, 200)] + [(20, False)]:
+        # (12 / 20, False): 12 / 20 rows with the GEMM off (QTUI_GEMM_MIN_ROWS), the GEMV's 16- / 32-token passes
+        # (9 - 16 rows on the GEMV are an A/B setting since every launch of 9+ rows runs as the GEMM)
+        for m, gemm_on in [(m, True) for m in (1, 2, 3, 5, 9, 17, 33, 64, 200)] + [(12, False), (20, False)]:
             K.GEMM_MIN_ROWS = gemm_min_rows if gemm_on else 1 << 20
             sites += kt.gemv(qtype=qtype, w=1, x=big, outputs=[(2, 40)], m=m, res=3)
             sites += kt.gemv(qtype=qtype, w=1, x=big, outputs=[(2, 32), (3, 16), (4, 16)], m=m)
