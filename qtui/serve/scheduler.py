@@ -52,6 +52,14 @@ DEFAULT_MAX_PREFILL_TOKENS = 256  # the budget for an engine that states no pref
 STEP_ROWS = ("fastest", "all")  # rows a step: whole passes where faster (module doc), or every decoding request
 
 
+def whole_passes(n: int, pass_rows: int, max_rows: int) -> int:
+    """The rows of a step of n decoding requests without its last, part-filled pass of `pass_rows`; n where there
+    is none (no pass stated, n fits one pass or fills its passes, or n needs several engine calls of `max_rows`)."""
+    if pass_rows <= 0 or n <= pass_rows or n > max_rows:
+        return n
+    return n - n % pass_rows
+
+
 @dataclass
 class _InFlight:
     """A decode step submitted to an engine that queues ahead, not yet collected."""
@@ -95,9 +103,9 @@ class Scheduler:
         self.max_mixed_prefill_tokens = mixed
         # the default mixed budget grows with the decode step's passes (a 128-row CUDA step: 128 prompt tokens), so
         # admission keeps pace with a large batch while a mixed step still costs ~2x a plain one
-        self._mixed_pass_rows = 0 if max_mixed_prefill_tokens else int(described.get("decode_pass_rows") or 0)
-        self.step_rows = step_rows
         self.decode_pass_rows = int(described.get("decode_pass_rows") or 0)  # 0: the engine states no pass
+        self._mixed_pass_rows = 0 if max_mixed_prefill_tokens else self.decode_pass_rows
+        self.step_rows = step_rows
         self._decode_ms = engine.decode_ms if isinstance(engine, TimedEngine) else None
         self._turns = 0  # decode rows formed (Request.turn): the rows a step leaves out are the longest unheld
         # partial pieces are multiples of this, so every piece starts on an engine chunk boundary of the prompt
@@ -239,10 +247,7 @@ class Scheduler:
     def whole_passes(self, n: int) -> int:
         """The rows of a step of n decoding requests that leaves its last, part-filled pass out; n where there is
         none (n fits one pass, fills its passes, or needs several engine calls) or `step_rows` is "all"."""
-        p = self.decode_pass_rows
-        if self.step_rows == "all" or p <= 0 or n <= p or n > self.max_rows:
-            return n
-        return n - n % p
+        return n if self.step_rows == "all" else whole_passes(n, self.decode_pass_rows, self.max_rows)
 
     def rows_to_run(self, n: int) -> int:
         """The rows a step of n decoding requests runs: its whole passes where the engine's timed steps give them

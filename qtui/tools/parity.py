@@ -75,10 +75,11 @@ async def _burst(url: str, requests: list[dict[str, Any]], api_key: str | None) 
 def least_m(c: int, settings: dict[str, Any]) -> int:
     """The smallest batch a burst of c may form on a server of these settings (`info`'s): c, or c's whole decode
     passes where the server's steps may leave a part-filled pass out (`step_rows` "fastest")."""
-    p = int(settings.get("decode_pass_rows") or 0)
-    if settings.get("step_rows") != "fastest" or p <= 0 or c <= p or c > int(settings.get("max_rows") or c):
+    from qtui.serve.scheduler import whole_passes
+
+    if settings.get("step_rows") != "fastest":
         return c
-    return c - c % p
+    return whole_passes(c, int(settings.get("decode_pass_rows") or 0), int(settings.get("max_rows") or c))
 
 
 def _check_reply(reply: Any, expected_m: int, least: int, solo: list[int]) -> dict[str, Any]:
@@ -87,7 +88,8 @@ def _check_reply(reply: Any, expected_m: int, least: int, solo: list[int]) -> di
         return {"ok": False, "expected_m": expected_m, "error": f"{err.get('code')}: {err.get('message')}"}
     index = first_divergence(reply.done["tokens"], solo)
     m = reply.done["max_m"]
-    return {"ok": index is None and least <= m <= expected_m, "m": m, "expected_m": expected_m, "least_m": least,
+    m_ok = least <= m <= expected_m
+    return {"ok": index is None and m_ok, "m": m, "m_ok": m_ok, "expected_m": expected_m, "least_m": least,
             "divergent_index": index, "tokens": len(reply.done["tokens"]),
             "tok_s": reply.done["decode_tok_s"]}  # fmt: skip
 
@@ -102,7 +104,7 @@ def _rung_result(c: int, which: list[int], checks: list[dict[str, Any]], wall: f
     ]
     return {
         "c": c, "prompts": which, "m_formed": [ch.get("m") for ch in checks],
-        "m_ok": all(ch.get("least_m", 0) <= (ch.get("m") or 0) <= ch["expected_m"] for ch in checks),
+        "m_ok": all(ch.get("m_ok", False) for ch in checks),  # (a failed reply formed no batch)
         "equal": sum("m" in ch and ch["divergent_index"] is None for ch in checks),
         "diverged": diverged,
         "agg_tok_s": round(total_tokens / wall, 2) if wall > 0 else 0.0,
