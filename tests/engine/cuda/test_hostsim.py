@@ -31,6 +31,45 @@ def test_variant_builds_match_float64(qtype, defines):
     test_gemv.test_gemv_matches_dequantized_float64_matmul(_sim(defines), qtype)
 
 
+def test_half_conversions_match_numpy():
+    """binary16 <-> double (cuda_host.h), which every f16 MMA operand and __float2half goes through: every half
+    decoded, and fresh doubles (midpoints between neighbouring halves, their neighbours, the subnormal, overflow and
+    special ranges) rounded to nearest even as numpy rounds them."""
+    import ctypes
+
+    import numpy as np
+
+    lib = _sim(()).lib
+    halves = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    values = np.empty(halves.size, np.float64)
+    lib.qtui_sim_half_values(ctypes.c_void_p(halves.ctypes.data), ctypes.c_void_p(values.ctypes.data), halves.size)
+    want = halves.view(np.float16).astype(np.float64)
+    assert np.array_equal(np.isnan(values), np.isnan(want))
+    assert np.array_equal(values[~np.isnan(want)].view(np.uint64), want[~np.isnan(want)].view(np.uint64))
+
+    rng = np.random.default_rng()
+    finite = want[np.isfinite(want)]
+    mids = (finite[:-1] + finite[1:]) / 2  # ties: to even
+    doubles = np.concatenate(
+        [
+            finite,
+            mids,
+            np.nextafter(mids, np.inf),
+            np.nextafter(mids, -np.inf),
+            rng.standard_normal(200_000) * np.exp2(rng.integers(-30, 18, 200_000)),
+            rng.uniform(65_000, 66_000, 10_000) * rng.choice([-1, 1], 10_000),
+            [0.0, -0.0, np.inf, -np.inf, np.nan, 65519.99, 65520.0, 1e300, -5e-324, 2.0**-25, 2.0**-25 * 1.000001],
+        ]
+    )
+    rounded = np.empty(doubles.size, np.uint16)
+    lib.qtui_sim_half_round(ctypes.c_void_p(doubles.ctypes.data), ctypes.c_void_p(rounded.ctypes.data), doubles.size)
+    with np.errstate(over="ignore"):
+        expect = doubles.astype(np.float16)
+    nan = np.isnan(doubles)
+    assert np.array_equal(rounded[~nan], expect[~nan].view(np.uint16))
+    assert np.isnan(rounded[nan].view(np.float16)).all()
+
+
 # (file, text, replacement, what it breaks): each must make the SwiGLU GEMV test fail on Q8_0 (GEMV and GEMM).
 MUTATIONS = [
     ("gemm.cuh", "wgmma_wait<1>();  // group", "wgmma_wait<2>();  // group", "a wgmma chain read one group early"),

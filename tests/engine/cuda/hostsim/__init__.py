@@ -14,6 +14,7 @@ another copy of the kernels (the simulator's own tests: a mutated kernel must fa
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import hashlib
 import os
 import re
@@ -73,6 +74,28 @@ def kernel_names(cu: Path, defines: tuple[str, ...] = ()) -> list[str]:
     return sorted(set(_KERNEL.findall(done.stdout)))
 
 
+def _build(out_dir: Path, so: Path, units: list[Path], defines: tuple[str, ...], ptx_dir: Path) -> None:
+    """Compile every kernel file and sim_lib.cpp into out_dir, and link them as `so`."""
+    flags = [*_flags(defines, ptx_dir), "-fPIC", "-c"]
+    objects = [out_dir / "sim_lib.o"]
+    jobs = [[_cxx(), *flags, str(HERE / "sim_lib.cpp"), "-o", str(objects[0])]]
+    for cu in units:  # one object per kernel file: each registers its kernels by name (launch.h)
+        wrapper = out_dir / f"sim_{cu.stem}.cpp"
+        lines = [
+            f'#include "{cu}"',
+            '#include "launch.h"',
+            *(f"SIM_KERNEL({k})" for k in kernel_names(cu, defines)),
+        ]
+        wrapper.write_text("\n".join(lines) + "\n")
+        objects.append(out_dir / f"sim_{cu.stem}.o")
+        jobs.append([_cxx(), *flags, str(wrapper), "-o", str(objects[-1])])
+    with ThreadPoolExecutor(os.cpu_count() or 2) as pool:
+        list(pool.map(_compile, jobs))
+    tmp = out_dir / f"libqtui_sim.{os.getpid()}.so"
+    _compile([_cxx(), "-shared", "-pthread", *map(str, objects), "-o", str(tmp)])
+    tmp.replace(so)  # atomic: whoever finds `so` finds it whole
+
+
 _LIBS: dict[tuple, ctypes.CDLL] = {}
 
 
@@ -92,28 +115,17 @@ def library(defines: tuple[str, ...] = (), ptx_dir: Path = PTX_DIR, only: tuple[
     so = out_dir / "libqtui_sim.so"
     if not so.exists():
         out_dir.mkdir(parents=True, exist_ok=True)
-        flags = [*_flags(defines, ptx_dir), "-fPIC", "-c"]
-        objects = [out_dir / "sim_lib.o"]
-        jobs = [[_cxx(), *flags, str(HERE / "sim_lib.cpp"), "-o", str(objects[0])]]
-        for cu in units:  # one object per kernel file: each registers its kernels by name (launch.h)
-            wrapper = out_dir / f"sim_{cu.stem}.cpp"
-            lines = [
-                f'#include "{cu}"',
-                '#include "launch.h"',
-                *(f"SIM_KERNEL({k})" for k in kernel_names(cu, defines)),
-            ]
-            wrapper.write_text("\n".join(lines) + "\n")
-            objects.append(out_dir / f"sim_{cu.stem}.o")
-            jobs.append([_cxx(), *flags, str(wrapper), "-o", str(objects[-1])])
-        with ThreadPoolExecutor(os.cpu_count() or 2) as pool:
-            list(pool.map(_compile, jobs))
-        tmp = out_dir / f"libqtui_sim.{os.getpid()}.so"
-        _compile([_cxx(), "-shared", "-pthread", *map(str, objects), "-o", str(tmp)])
-        tmp.replace(so)  # atomic: a concurrent build of the same content ends the same
+        with open(out_dir / "build.lock", "w") as lock:  # pytest-xdist's workers: one builds, the others wait
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not so.exists():
+                _build(out_dir, so, units, defines, ptx_dir)
     lib = ctypes.CDLL(str(so))
     lib.qtui_sim_launch.restype = ctypes.c_int
     lib.qtui_sim_launch.argtypes = [ctypes.c_char_p, *[ctypes.c_uint] * 3, ctypes.c_int, ctypes.c_uint, ctypes.c_int]
     lib.qtui_sim_launch.argtypes += [ctypes.c_void_p]
+    for conversion in (lib.qtui_sim_half_values, lib.qtui_sim_half_round):
+        conversion.restype = None
+        conversion.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
     lib.qtui_sim_error.restype = ctypes.c_char_p
     _LIBS[key] = lib
     return lib

@@ -1,5 +1,4 @@
-// Thread blocks on the host: every CUDA thread a fiber on one OS thread (made by makecontext, switched by
-// _setjmp/_longjmp: no signal-mask system call per switch), switched only where the code
+// Thread blocks on the host: every CUDA thread a fiber on one OS thread (fiber.h), switched only where the code
 // meets its block, warp, warpgroup or cluster (__syncthreads, __syncwarp, shuffles, MMAs, mbarrier waits, cluster
 // barriers). The schedule is round robin and deterministic, and a wait nobody will end is reported (abort)
 // instead of hanging. A bulk copy into shared memory lands as late as it can: only once every thread of the cluster
@@ -9,9 +8,7 @@
 // after another: no kernel here waits for a block outside its cluster (their cross-block handshakes are counters
 // whose last arrival does the work).
 #pragma once
-#include <setjmp.h>
 #include <sys/mman.h>
-#include <ucontext.h>
 
 #include <array>
 #include <deque>
@@ -22,13 +19,14 @@
 #include <string>
 #include <vector>
 
+#include "fiber.h"
+
 struct SimCluster;
 struct SimBlock {
     struct Thread {
-        ucontext_t ctx;  // its start
-        jmp_buf jb;      // where it left off
+        SimFiber fiber;  // where it left off
         int wait = -1;   // the barrier it waits at (CLUSTER_BAR: the cluster's)
-        bool started = false, done = false;
+        bool done = false;
     };
     struct Barrier {
         int size = 0, arrived = 0;
@@ -85,7 +83,7 @@ struct SimCluster {
     std::vector<std::unique_ptr<SimBlock>> blocks;
     std::deque<SimCopy> copies;  // in flight, oldest first
     SimBlock::Barrier bar;  // barrier.cluster over every thread of every block
-    jmp_buf sched;      // the scheduler (run_cluster), where a fiber returns to
+    SimFiber sched;     // the scheduler (run_cluster), where a fiber returns to
     long progress = 0;  // arrivals and exits so far (a sweep without any: deadlock)
     const std::function<void()>* body = nullptr;
 };
@@ -100,7 +98,7 @@ inline int sim_group_bar(int tid) { return 1 + (g_block->n + 31) / 32 + tid / 12
 
 // Back to the scheduler; returns when the scheduler runs this thread again.
 inline void sim_switch_out() {
-    if (!_setjmp(g_block->th[g_block->cur].jb)) _longjmp(g_cluster->sched, 1);
+    sim_fiber_switch(g_block->th[g_block->cur].fiber, g_cluster->sched);
 }
 inline void sim_wait_here(int id) {
     g_block->th[g_block->cur].wait = id;
@@ -193,19 +191,23 @@ inline void sim_land_copy(SimCluster& C) {
     C.progress++;
 }
 
-inline void sim_entry(int b, int tid) {
+// A thread's fiber starts here (the scheduler set g_block and its cur to this thread, as at every switch in).
+[[noreturn]] inline void sim_entry() {
     (*g_cluster->body)();
-    SimBlock& B = *g_cluster->blocks[b];
+    SimBlock& B = *g_block;
+    const int tid = B.cur;
     if (!B.wgmma[tid].empty()) __trap();  // it exits with wgmmas not waited for
     if (!B.open_stores[tid].empty() || !B.store_groups[tid].empty()) __trap();  // or bulk stores not waited for
     B.th[tid].done = true;
     g_cluster->progress++;
-    _longjmp(g_cluster->sched, 1);  // never returns: the scheduler goes on
+    sim_fiber_switch(B.th[tid].fiber, g_cluster->sched);  // never resumed: the scheduler goes on
+    __builtin_unreachable();
 }
 
 // Fiber stacks, kept from launch to launch: 256 KB each below a guard page (an overflow faults, never corrupts).
+constexpr size_t SIM_STACK = 256 * 1024;
 inline char* sim_stack(size_t i) {
-    constexpr size_t STACK = 256 * 1024, GUARD = 4096;
+    constexpr size_t STACK = SIM_STACK, GUARD = 4096;
     static std::vector<char*> stacks;
     while (stacks.size() <= i) {
         void* p = mmap(nullptr, STACK + GUARD, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -224,7 +226,8 @@ struct SimError : std::runtime_error {
     std::snprintf(what, sizeof what, "__trap() in thread %d of block (%u, %u, %u)", g_block->cur, g_block->idx.x,
                   g_block->idx.y, g_block->idx.z);
     g_trap = what;
-    _longjmp(g_cluster->sched, 1);
+    sim_fiber_switch(g_block->th[g_block->cur].fiber, g_cluster->sched);  // never resumed: the launch ends
+    __builtin_unreachable();
 }
 
 inline bool g_grid_reversed = false;  // (run_grid)
@@ -253,14 +256,7 @@ inline void run_cluster(const std::function<void()>& body, dim3 first, int n_blo
         B->smem_store.assign(smem_bytes + 128, 0);
         B->smem = B->smem_store.data() + (128 - (uintptr_t)B->smem_store.data() % 128) % 128;
         B->smem_bytes = smem_bytes;
-        for (int i = 0; i < threads; i++) {
-            ucontext_t& ctx = B->th[i].ctx;
-            getcontext(&ctx);
-            ctx.uc_stack.ss_sp = sim_stack((size_t)r * threads + i);
-            ctx.uc_stack.ss_size = 256 * 1024;
-            ctx.uc_link = nullptr;  // sim_entry never returns
-            makecontext(&ctx, (void (*)())sim_entry, 2, r, i);
-        }
+        for (int i = 0; i < threads; i++) sim_fiber_make(B->th[i].fiber, sim_stack((size_t)r * threads + i), SIM_STACK, sim_entry);
         C.blocks.push_back(std::move(B));
     }
     SimCluster* outer_c = g_cluster;
@@ -278,11 +274,7 @@ inline void run_cluster(const std::function<void()>& body, dim3 first, int n_blo
                 g_block = B.get();
                 B->cur = i;
                 threadIdx = {(unsigned)i, 0, 0}, blockIdx = B->idx;
-                if (!_setjmp(C.sched)) {
-                    if (t.started) _longjmp(t.jb, 1);
-                    t.started = true;
-                    setcontext(&t.ctx);
-                }
+                sim_fiber_switch(C.sched, t.fiber);
                 ran = true;
                 live -= t.done;
                 if (!g_trap.empty()) break;

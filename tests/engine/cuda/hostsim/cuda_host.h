@@ -74,22 +74,36 @@ inline uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s) {
     return r;
 }
 
-// binary16 <-> double, round to nearest even (subnormals kept, overflow to infinity)
+// binary16 <-> double, round to nearest even (subnormals kept, overflow to infinity). Built from the bits, not by
+// ldexp: the MMAs decode every operand through here, and libm's scalbn was a sixth of the simulator's time.
+inline double sim_double_of(uint64_t u) {
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+}
+inline uint64_t sim_bits_of(double d) {
+    uint64_t u;
+    memcpy(&u, &d, sizeof u);
+    return u;
+}
 inline double half_value(uint16_t h) {
+    const uint64_t sign = (uint64_t)(h & 0x8000) << 48;
     const int e = (h >> 10) & 0x1F, f = h & 0x3FF;
-    const double mag = e == 0 ? std::ldexp((double)f, -24) : e == 31 ? (f ? NAN : INFINITY) : std::ldexp((double)(1024 + f), e - 25);
-    return (h & 0x8000) ? -mag : mag;
+    if (e == 0) return sim_double_of(sign | sim_bits_of((double)f * 0x1p-24));  // subnormal: f 2^-24, exact
+    if (e == 31) return sim_double_of(sign | (f ? 0x7FF8000000000000ull : 0x7FF0000000000000ull));
+    return sim_double_of(sign | (uint64_t)(e - 15 + 1023) << 52 | (uint64_t)f << 42);
 }
 inline uint16_t half_rn(double v) {
-    const uint16_t sign = std::signbit(v) ? 0x8000 : 0;
-    const double a = std::fabs(v);
-    if (std::isnan(v)) return 0x7E00;
-    if (a < std::ldexp(1.0, -14)) return sign | (uint16_t)std::nearbyint(std::ldexp(a, 24));  // 1024 -> min normal
-    int e;
-    std::frexp(a, &e);  // a = f 2^e, f in [0.5, 1): a in [2^(e-1), 2^e)
-    double m = std::nearbyint(std::ldexp(a, 11 - e));  // 1024 .. 2048
-    if (m == 2048.0) m = 1024.0, e++;
-    const int be = e - 1 + 15;
+    const uint64_t u = sim_bits_of(v), abs = u & 0x7FFFFFFFFFFFFFFFull;
+    const uint16_t sign = (uint16_t)(u >> 48) & 0x8000;
+    if (abs > 0x7FF0000000000000ull) return 0x7E00;  // NaN
+    const double a = sim_double_of(abs);
+    if (a < 0x1p-14) return sign | (uint16_t)std::nearbyint(a * 0x1p24);  // 1024 -> min normal
+    const int x = (int)(abs >> 52) - 1023;                                 // a in [2^x, 2^(x+1))
+    if (x >= 16) return sign | 0x7C00;
+    double m = std::nearbyint(a * sim_double_of((uint64_t)(1023 + 10 - x) << 52));  // a 2^(10-x): 1024 .. 2048
+    int be = x + 15;
+    if (m == 2048.0) m = 1024.0, be++;
     if (be >= 31) return sign | 0x7C00;
     return sign | (uint16_t)(be << 10) | (uint16_t)((int)m - 1024);
 }
