@@ -26,9 +26,11 @@ def expected_counts(truth: Truth, t: float) -> dict[str, int]:
     }
 
 
-@pytest.fixture(params=[random.randrange(1 << 30) for _ in range(3)])
+@pytest.fixture(params=range(3))  # three fresh sessions; seeds drawn per run, not at collection (pytest-xdist)
 def session(request):
-    events, truth = make_session(request.param, n_requests=14, max_batch=4)
+    seed = random.randrange(1 << 30)
+    print(f"session seed {seed}")  # shown with a failure
+    events, truth = make_session(seed, n_requests=14, max_batch=4)
     return events, truth, rebuild_frames(header(4), decoded(events), interval=0.1)
 
 
