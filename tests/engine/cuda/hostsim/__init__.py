@@ -27,8 +27,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 PTX_DIR = HERE.parents[3] / "ptx"
 # -fno-strict-aliasing: CUDA code reads registers through reinterpret_cast (nvcc allows it, g++ -O2 would not);
-# -ffp-contract=off: no fused multiply-add the source does not write; -U_FORTIFY_SOURCE: the fibers switch
-# stacks by _longjmp, which the fortified longjmp would refuse.
+# -ffp-contract=off: no fused multiply-add the source does not write; -U_FORTIFY_SOURCE: no fortified checks
+# across the fibers' stack switches (swapcontext, where fiber.h uses it). -fno-gnu-unique: a static inside an inline function
+# (launch.h's kernel table, a kernel's __shared__ arrays) would otherwise be one object for every library loaded in
+# the process, so a mutated or variant build's kernels replaced the plain build's under the same names.
 CXX_FLAGS = [
     "-std=c++20",
     "-O2",
@@ -37,6 +39,7 @@ CXX_FLAGS = [
     "-fno-strict-aliasing",
     "-Wno-unknown-pragmas",
     "-U_FORTIFY_SOURCE",
+    "-fno-gnu-unique",
     "-DQTUI_HOSTSIM",
 ]
 _KERNEL = re.compile(r'extern\s+"C"\s+void\s+(\w+)\s*\(')
