@@ -28,9 +28,9 @@ HERE = Path(__file__).resolve().parent
 PTX_DIR = HERE.parents[3] / "ptx"
 # -fno-strict-aliasing: CUDA code reads registers through reinterpret_cast (nvcc allows it, g++ -O2 would not);
 # -ffp-contract=off: no fused multiply-add the source does not write; -U_FORTIFY_SOURCE: no fortified checks
-# across the fibers' stack switches (swapcontext, where fiber.h uses it). -fno-gnu-unique: a static inside an inline function
-# (launch.h's kernel table, a kernel's __shared__ arrays) would otherwise be one object for every library loaded in
-# the process, so a mutated or variant build's kernels replaced the plain build's under the same names.
+# across the fibers' stack switches (swapcontext, where fiber.h uses it). -fno-gnu-unique: a static inside an
+# inline function (launch.h's kernel table, a kernel's __shared__ arrays) would otherwise be one object for every
+# library loaded in the process, so a mutated or variant build's kernels replaced the plain build's by name.
 CXX_FLAGS = [
     "-std=c++20",
     "-O2",
