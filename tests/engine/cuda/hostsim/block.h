@@ -207,10 +207,10 @@ inline void sim_land_copy(SimCluster& C) {
 // Fiber stacks, kept from launch to launch: 256 KB each below a guard page (an overflow faults, never corrupts).
 constexpr size_t SIM_STACK = 256 * 1024;
 inline char* sim_stack(size_t i) {
-    constexpr size_t STACK = SIM_STACK, GUARD = 4096;
+    constexpr size_t GUARD = 4096;
     static std::vector<char*> stacks;
     while (stacks.size() <= i) {
-        void* p = mmap(nullptr, STACK + GUARD, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        void* p = mmap(nullptr, SIM_STACK + GUARD, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (p == MAP_FAILED || mprotect(p, GUARD, PROT_NONE) != 0) std::perror("hostsim stack"), std::abort();
         stacks.push_back(static_cast<char*>(p) + GUARD);
     }
@@ -256,7 +256,8 @@ inline void run_cluster(const std::function<void()>& body, dim3 first, int n_blo
         B->smem_store.assign(smem_bytes + 128, 0);
         B->smem = B->smem_store.data() + (128 - (uintptr_t)B->smem_store.data() % 128) % 128;
         B->smem_bytes = smem_bytes;
-        for (int i = 0; i < threads; i++) sim_fiber_make(B->th[i].fiber, sim_stack((size_t)r * threads + i), SIM_STACK, sim_entry);
+        for (int i = 0; i < threads; i++)
+            sim_fiber_make(B->th[i].fiber, sim_stack((size_t)r * threads + i), SIM_STACK, sim_entry);
         C.blocks.push_back(std::move(B));
     }
     SimCluster* outer_c = g_cluster;

@@ -1,6 +1,7 @@
 // A CUDA thread's fiber (block.h): its own stack, and a switch that saves only what a function call must keep.
-// On x86-64 the switch is sim_lib.cpp's qtui_sim_switch (the callee-saved registers, then the stack pointer): glibc's _longjmp unwinds cancellation handlers on every jump, and fibers switch at every
-// barrier, shuffle and MMA, so it was a sixth of the simulator's time. Elsewhere ucontext's swapcontext does it.
+// On x86-64 the switch is sim_lib.cpp's qtui_sim_switch (the callee-saved registers, then the stack pointer):
+// glibc's _longjmp unwinds cancellation handlers on every jump, and fibers switch at every barrier, shuffle and
+// MMA, so it was a sixth of the simulator's time. Elsewhere ucontext's swapcontext does it.
 #pragma once
 #include <cstddef>
 #include <cstdint>
