@@ -306,6 +306,9 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
             }
     }
     float acc[NJ][4], run[NJ][4], T[NJ][4], P[2][4 * NJ];  // super-block, part and tile-group sums; MMA chains
+#ifdef GEMM_PROBE_NO_LO
+    for (int i = 0; i < 4 * NJ; i++) P[1][i] = 0.0f;
+#endif
 #ifdef GEMM_PROBE_NO_CUT
     for (int j = 0; j < NJ; j++)
         for (int i = 0; i < 4; i++) run[j][i] = T[j][i] = 0.0f;
@@ -395,6 +398,12 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
                         if (F::REM) probe_wgmma64_ss(P[0], hi, hi, true);
                         continue;
                     }
+#endif
+#ifdef GEMM_PROBE_NO_LO  // timing only (wrong outputs): the hi term alone, what one fp16 term per x would cost
+                    if (s2 + si == 0) wgmma_x<0, NJ>(P[0], a[si], hi);
+                    else wgmma_x<1, NJ>(P[0], a[si], hi);
+                    (void)lo;
+                    if (false)
 #endif
                     if (s2 + si == 0) {
                         wgmma_x<0, NJ>(P[1], a[si], lo);

@@ -784,7 +784,9 @@ __device__ __forceinline__ void mma_warp(const uint8_t* __restrict__ tile, int p
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++) {
                     const uint4 xv = xrow[nt][64 * du + 4 * s];
+#ifndef GEMM_PROBE_NO_LO  // (timing only: the hi term alone, gemm.cuh)
                     mma_f16(Pl[nt], a, xv.z, xv.w);
+#endif
                     mma_f16(Ph[nt], a, xv.x, xv.y);
                     if (F::REM) mma_f16(Ph[nt], e, xv.x, xv.y);
                 }
