@@ -403,8 +403,7 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
                     if (s2 + si == 0) wgmma_x<0, NJ>(P[0], a[si], hi);
                     else wgmma_x<1, NJ>(P[0], a[si], hi);
                     (void)lo;
-                    if (false)
-#endif
+#else
                     if (s2 + si == 0) {
                         wgmma_x<0, NJ>(P[1], a[si], lo);
                         wgmma_x<0, NJ>(P[0], a[si], hi);
@@ -412,6 +411,7 @@ __device__ __forceinline__ void gemm_body(const uint8_t* const (&W)[R], const ui
                         wgmma_x<1, NJ>(P[1], a[si], lo);
                         wgmma_x<1, NJ>(P[0], a[si], hi);
                     }
+#endif
                     if (F::REM) wgmma_x<1, NJ>(P[0], e[si], hi);
                 }
                 wgmma_commit();

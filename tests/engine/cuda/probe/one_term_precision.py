@@ -26,9 +26,10 @@ MATRICES = ("gate", "up", "down", "qkv", "z", "beta", "alpha", "out", "q", "k", 
 
 
 def hi_term(x: np.ndarray) -> np.ndarray:
-    """x as the tensor cores would see its hi term alone (float32)."""
-    scaled = np.asarray(x, np.float32) * np.float32(2**-4)
-    return scaled.astype(np.float16).astype(np.float32) * np.float32(2**4)
+    """x as the tensor cores would see its hi term alone (float32; the split format's hi, splitfmt.split)."""
+    from qtui.engine.cuda.splitfmt import HI_SCALE, f16_round, f16_value
+
+    return f16_value(f16_round(np.asarray(x, np.float32) * HI_SCALE)) / HI_SCALE
 
 
 def bf16(x: np.ndarray) -> np.ndarray:
